@@ -1,0 +1,21 @@
+// Package store defines the records edgecount persists — per-user reactions
+// (UserLikes), derived totals (ContentStats) and trending lists — together
+// with the rules their keys obey and the errors every implementation returns.
+//
+// It holds types only and does no I/O. Implementations live in sub-packages
+// (store/embedded, later store/cassandra) and are checked by one shared
+// conformance suite (store/storetest). The interfaces that use a store are
+// declared by their consumers (region, rollup), each with just the methods it
+// needs.
+//
+// Invariants every implementation keeps:
+//   - A reaction row changes only through a compare-and-set on its version
+//     and incarnation; a row re-created after an undo gets a fresh incarnation,
+//     so a writer holding the deleted row can never match the new one (ABA).
+//   - A by-content index of reactions is kept in step with the rows, so one
+//     item's reactions can be counted without scanning users.
+//   - All Stats rows of one item (the global row and one per region) are read
+//     together in one lookup.
+//   - Stats rows are plain values written by one writer per partition; the
+//     store never adds, it stores what it is given.
+package store

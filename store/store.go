@@ -1,0 +1,122 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrUnavailable is returned (wrapped) when the backing database cannot be
+// reached or did not answer in time. Callers answer 503 and retry later; the
+// operation may or may not have been applied only where a method says so.
+var ErrUnavailable = errors.New("store unavailable")
+
+// GlobalScope is the Stats scope of an item's global total. Every other scope
+// is a region name, and no region may be called "global".
+const GlobalScope = "global"
+
+// Action is a user's reaction to an item.
+type Action uint8
+
+// The reactions a user can hold. ActionNone means "no row".
+const (
+	ActionNone Action = iota
+	ActionLike
+	ActionDislike
+)
+
+// String returns the wire name of a: "none", "like" or "dislike".
+func (a Action) String() string {
+	switch a {
+	case ActionNone:
+		return "none"
+	case ActionLike:
+		return "like"
+	case ActionDislike:
+		return "dislike"
+	}
+	return fmt.Sprintf("action(%d)", uint8(a))
+}
+
+// ParseAction parses a wire name produced by Action.String.
+func ParseAction(s string) (Action, bool) {
+	switch s {
+	case "none":
+		return ActionNone, true
+	case "like":
+		return ActionLike, true
+	case "dislike":
+		return ActionDislike, true
+	}
+	return ActionNone, false
+}
+
+// Counter names of the two reaction counters. They are changed only through
+// reactions, never through increments.
+const (
+	CounterLike    = "like"
+	CounterDislike = "dislike"
+)
+
+// Reaction is one UserLikes row: what one user holds on one item.
+type Reaction struct {
+	UserID    string
+	ContentID string
+	Action    Action // never ActionNone in a stored row
+	// Region is the region that recorded the current action. Undoing or
+	// switching it subtracts from this region's totals.
+	Region string
+	// Version is 1 when the row is created and grows by one on every change.
+	Version int64
+	// Incarnation is chosen at random when the row is created and never
+	// changes afterwards. A compare-and-set matches it together with Version,
+	// so a row re-created after an undo is never taken for the deleted one.
+	Incarnation uint64
+	UpdatedAt   time.Time
+}
+
+// RegionTally is one region's share of an item's reactions, counted from the
+// UserLikes rows (by the region that recorded each row).
+type RegionTally struct {
+	Region   string
+	Likes    int64
+	Dislikes int64
+}
+
+// Stats is one ContentStats row: the derived totals of one item in one scope
+// (GlobalScope or a region).
+type Stats struct {
+	ContentID string
+	Scope     string
+	Likes     int64
+	Dislikes  int64
+	// Counters holds every other counter (view, share, …) by name. It never
+	// holds "like" or "dislike". It may be nil when all are zero.
+	Counters  map[string]int64
+	UpdatedAt time.Time
+	// LastSeq is the broker sequence of the last partial-sum message applied
+	// to this row; the rollup skips a message whose sequence is not above it.
+	LastSeq uint64
+}
+
+// TrendingKey names one trending list.
+type TrendingKey struct {
+	Scope   string // GlobalScope or a region
+	Counter string
+	Window  string // e.g. "5m", "1h", "24h"
+}
+
+// Trending is a computed Top-K list.
+type Trending struct {
+	TrendingKey
+	AsOf  time.Time
+	Items []TrendingItem
+}
+
+// TrendingItem is one entry of a trending list: Count overestimates the true
+// count by at most Error.
+type TrendingItem struct {
+	ContentID string
+	Count     int64
+	Error     int64
+}
