@@ -1,0 +1,191 @@
+package rollup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/store"
+)
+
+// ErrPoison marks a message that can never be applied (it does not decode or
+// breaks the key rules). The caller must drop it rather than retry.
+var ErrPoison = errors.New("poison message")
+
+// StatsStore is what the rollup needs of ContentStats: read every scope row
+// of some items in one lookup, and write rows as plain values.
+type StatsStore interface {
+	ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
+	WriteStats(ctx context.Context, rows []store.Stats) error
+}
+
+// Stats are the rollup's running totals, exported for metrics.
+type Stats struct {
+	Messages    atomic.Uint64 // messages applied
+	Sums        atomic.Uint64 // partial sums in applied messages
+	RowsWritten atomic.Uint64
+	RowsSkipped atomic.Uint64 // rows that already had the message (redelivery)
+	Poison      atomic.Uint64
+	ApplyErrors atomic.Uint64
+	// LagMillis is the age of the newest applied message's flush, at the
+	// time it was applied.
+	LagMillis atomic.Int64
+}
+
+// Rollup applies partial-sum messages to ContentStats rows.
+type Rollup struct {
+	store  StatsStore
+	now    func() time.Time
+	logger *slog.Logger
+	stats  Stats
+	pool   sync.Pool // *partial.Batch
+}
+
+// New returns a Rollup writing to st. now may be nil (time.Now).
+func New(st StatsStore, now func() time.Time, logger *slog.Logger) *Rollup {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Rollup{store: st, now: now, logger: logger.With("component", "rollup"),
+		pool: sync.Pool{New: func() any { return new(partial.Batch) }}}
+}
+
+// Stats returns the running totals.
+func (r *Rollup) Stats() *Stats { return &r.stats }
+
+// Handle decodes one broker message with sequence seq and applies it. A
+// message that does not decode gives an error wrapping ErrPoison.
+func (r *Rollup) Handle(ctx context.Context, seq uint64, data []byte) error {
+	b := r.pool.Get().(*partial.Batch)
+	defer func() {
+		clear(b.Sums)
+		r.pool.Put(b)
+	}()
+	if err := partial.Decode(data, b); err != nil {
+		r.stats.Poison.Add(1)
+		return fmt.Errorf("%w: seq %d: %v", ErrPoison, seq, err)
+	}
+	return r.Apply(ctx, seq, b)
+}
+
+// rowKey names one ContentStats row.
+type rowKey struct{ content, scope string }
+
+// delta is what one message adds to one row.
+type delta struct {
+	likes, dislikes int64
+	counters        map[string]int64
+}
+
+func (d *delta) add(counter string, v int64) {
+	switch counter {
+	case store.CounterLike:
+		d.likes += v
+	case store.CounterDislike:
+		d.dislikes += v
+	default:
+		if d.counters == nil {
+			d.counters = make(map[string]int64)
+		}
+		d.counters[counter] += v
+	}
+}
+
+// Apply adds the sums of b, carried by the message with broker sequence
+// seq, to the global and regional rows of their items. Rows that already
+// hold seq are left alone. On error some rows may have been written; a
+// retry of the same message completes the rest without double counting.
+func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error {
+	deltas := make(map[rowKey]*delta)
+	var ids []string
+	get := func(k rowKey) *delta {
+		d, ok := deltas[k]
+		if !ok {
+			d = new(delta)
+			deltas[k] = d
+		}
+		return d
+	}
+	for i := range b.Sums {
+		s := &b.Sums[i]
+		g := rowKey{s.ContentID, store.GlobalScope}
+		if _, ok := deltas[g]; !ok {
+			ids = append(ids, s.ContentID)
+		}
+		get(g).add(s.Counter, s.Delta)
+		get(rowKey{s.ContentID, s.Region}).add(s.Counter, s.Delta)
+	}
+	if len(ids) == 0 {
+		r.stats.Messages.Add(1)
+		return nil
+	}
+	current, err := r.store.ReadStats(ctx, ids)
+	if err != nil {
+		r.stats.ApplyErrors.Add(1)
+		return fmt.Errorf("cannot read totals for seq %d: %w", seq, err)
+	}
+	existing := make(map[rowKey]store.Stats, len(deltas))
+	for id, rows := range current {
+		for _, row := range rows {
+			existing[rowKey{id, row.Scope}] = row
+		}
+	}
+	now := r.now()
+	rows := make([]store.Stats, 0, len(deltas))
+	skipped := 0
+	for k, d := range deltas {
+		row, ok := existing[k]
+		if !ok {
+			row = store.Stats{ContentID: k.content, Scope: k.scope}
+		}
+		if row.LastSeq >= seq {
+			skipped++
+			continue
+		}
+		row.Likes += d.likes
+		row.Dislikes += d.dislikes
+		if len(d.counters) > 0 {
+			merged := make(map[string]int64, len(row.Counters)+len(d.counters))
+			for name, v := range row.Counters {
+				merged[name] = v
+			}
+			for name, v := range d.counters {
+				merged[name] += v
+			}
+			row.Counters = merged
+		}
+		row.LastSeq = seq
+		row.UpdatedAt = now
+		rows = append(rows, row)
+	}
+	// A stable order keeps writes reproducible and lock order consistent.
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].ContentID != rows[j].ContentID {
+			return rows[i].ContentID < rows[j].ContentID
+		}
+		return rows[i].Scope < rows[j].Scope
+	})
+	if len(rows) > 0 {
+		if err := r.store.WriteStats(ctx, rows); err != nil {
+			r.stats.ApplyErrors.Add(1)
+			return fmt.Errorf("cannot write totals for seq %d: %w", seq, err)
+		}
+	}
+	r.stats.Messages.Add(1)
+	r.stats.Sums.Add(uint64(len(b.Sums)))
+	r.stats.RowsWritten.Add(uint64(len(rows)))
+	r.stats.RowsSkipped.Add(uint64(skipped))
+	if !b.FlushedAt.IsZero() {
+		r.stats.LagMillis.Store(now.Sub(b.FlushedAt).Milliseconds())
+	}
+	return nil
+}

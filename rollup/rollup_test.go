@@ -1,0 +1,216 @@
+package rollup
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/store"
+)
+
+// memStats is an in-memory StatsStore for unit tests of the apply logic.
+// failAfter > 0 makes WriteStats write that many rows and then fail, like a
+// store that crashes in the middle of a multi-row write.
+type memStats struct {
+	mu        sync.Mutex
+	rows      map[rowKey]store.Stats
+	failAfter int
+}
+
+func newMemStats() *memStats { return &memStats{rows: make(map[rowKey]store.Stats)} }
+
+var errWrite = errors.New("write failed")
+
+func (m *memStats) ReadStats(_ context.Context, ids []string) (map[string][]store.Stats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string][]store.Stats)
+	for _, id := range ids {
+		for k, row := range m.rows {
+			if k.content == id {
+				row.Counters = maps.Clone(row.Counters)
+				out[id] = append(out[id], row)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *memStats) WriteStats(_ context.Context, rows []store.Stats) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, row := range rows {
+		if m.failAfter > 0 && i == m.failAfter {
+			m.failAfter = 0
+			return errWrite
+		}
+		row.Counters = maps.Clone(row.Counters)
+		m.rows[rowKey{row.ContentID, row.Scope}] = row
+	}
+	return nil
+}
+
+// totals is the comparable part of a row.
+type totals struct {
+	Likes, Dislikes int64
+	Counters        string
+}
+
+func (m *memStats) snapshot() map[rowKey]totals {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[rowKey]totals)
+	for k, row := range m.rows {
+		out[k] = totals{row.Likes, row.Dislikes, countersString(row.Counters)}
+	}
+	return out
+}
+
+func countersString(c map[string]int64) string {
+	keys := make([]string, 0, len(c))
+	for k, v := range c {
+		if v != 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	s := ""
+	for _, k := range keys {
+		s += k + "=" + strconv.FormatInt(c[k], 10) + ";"
+	}
+	return s
+}
+
+func batch(region string, sums ...partial.Sum) *partial.Batch {
+	return &partial.Batch{Agent: "a1", Region: region, Epoch: 1, Seq: 1, FlushedAt: time.UnixMilli(1000), Sums: sums}
+}
+
+func TestApplyMergesIntoGlobalAndRegionalRows(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	ctx := context.Background()
+	msgs := []*partial.Batch{
+		batch("us", partial.Sum{ContentID: "v1", Counter: "like", Region: "us", Delta: 3},
+			partial.Sum{ContentID: "v1", Counter: "view", Region: "us", Delta: 10},
+			partial.Sum{ContentID: "v2", Counter: "dislike", Region: "us", Delta: 1}),
+		batch("eu", partial.Sum{ContentID: "v1", Counter: "like", Region: "eu", Delta: 2},
+			// an undo in eu of a like recorded in us subtracts from us
+			partial.Sum{ContentID: "v1", Counter: "like", Region: "us", Delta: -1},
+			partial.Sum{ContentID: "v1", Counter: "view", Region: "eu", Delta: 5}),
+	}
+	for i, b := range msgs {
+		if err := r.Apply(ctx, uint64(i+1), b); err != nil {
+			t.Fatalf("Apply(%d): %v", i+1, err)
+		}
+	}
+	got := st.snapshot()
+	want := map[rowKey]totals{
+		{"v1", "global"}: {Likes: 4, Counters: "view=15;"},
+		{"v1", "us"}:     {Likes: 2, Counters: "view=10;"},
+		{"v1", "eu"}:     {Likes: 2, Counters: "view=5;"},
+		{"v2", "global"}: {Dislikes: 1},
+		{"v2", "us"}:     {Dislikes: 1},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("rows = %v, want %v", got, want)
+	}
+}
+
+func TestApplyTwiceIsIdempotent(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	ctx := context.Background()
+	b1 := batch("us", partial.Sum{ContentID: "v1", Counter: "like", Region: "us", Delta: 1},
+		partial.Sum{ContentID: "v2", Counter: "view", Region: "us", Delta: 7})
+	b2 := batch("us", partial.Sum{ContentID: "v1", Counter: "view", Region: "us", Delta: 2})
+	for _, step := range []struct {
+		seq uint64
+		b   *partial.Batch
+	}{{1, b1}, {2, b2}} {
+		if err := r.Apply(ctx, step.seq, step.b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := st.snapshot()
+	// Redelivery of both messages, in order, after a crash before the acks.
+	for _, step := range []struct {
+		seq uint64
+		b   *partial.Batch
+	}{{1, b1}, {2, b2}} {
+		if err := r.Apply(ctx, step.seq, step.b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := st.snapshot(); !maps.Equal(after, before) {
+		t.Fatalf("after redelivery rows = %v, want unchanged %v", after, before)
+	}
+	if got := r.Stats().RowsSkipped.Load(); got != 6 {
+		t.Fatalf("rows skipped = %d, want 6", got)
+	}
+}
+
+func TestApplyCompletesAfterPartialWrite(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	ctx := context.Background()
+	b := batch("us",
+		partial.Sum{ContentID: "a", Counter: "view", Region: "us", Delta: 1},
+		partial.Sum{ContentID: "b", Counter: "view", Region: "us", Delta: 2},
+		partial.Sum{ContentID: "c", Counter: "view", Region: "us", Delta: 3})
+	st.failAfter = 2 // write a/global and a/us, then fail
+	if err := r.Apply(ctx, 5, b); !errors.Is(err, errWrite) {
+		t.Fatalf("first Apply error = %v, want %v", err, errWrite)
+	}
+	if err := r.Apply(ctx, 5, b); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	got := st.snapshot()
+	for _, c := range []struct {
+		id   string
+		want string
+	}{{"a", "view=1;"}, {"b", "view=2;"}, {"c", "view=3;"}} {
+		for _, scope := range []string{"global", "us"} {
+			if g := got[rowKey{c.id, scope}].Counters; g != c.want {
+				t.Errorf("%s/%s counters = %q, want %q", c.id, scope, g, c.want)
+			}
+		}
+	}
+}
+
+func TestHandleRejectsPoison(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	for _, data := range [][]byte{
+		nil,
+		{0xff, 0xff},
+		partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Sums: []partial.Sum{{ContentID: "bad id", Counter: "view", Delta: 1}}}),
+	} {
+		if err := r.Handle(context.Background(), 1, data); !errors.Is(err, ErrPoison) {
+			t.Errorf("Handle(%x) error = %v, want ErrPoison", data, err)
+		}
+	}
+	if len(st.snapshot()) != 0 {
+		t.Fatal("poison message wrote rows")
+	}
+	if got := r.Stats().Poison.Load(); got != 3 {
+		t.Fatalf("poison count = %d, want 3", got)
+	}
+}
+
+func TestHandleDecodesAndApplies(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	b := batch("us", partial.Sum{ContentID: "v", Counter: "share", Region: "us", Delta: 4})
+	if err := r.Handle(context.Background(), 9, partial.Append(nil, b)); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.snapshot()[rowKey{"v", "global"}].Counters; got != "share=4;" {
+		t.Fatalf("global counters = %q, want share=4;", got)
+	}
+}
