@@ -1,0 +1,142 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+)
+
+// benchBody returns an increments body of n increments shaped like real
+// traffic: distinct content ids, a few counter names, small deltas.
+func benchBody(n int) []byte {
+	counters := []string{"view", "share", "view", "view", "watch_time_s"}
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"content_id":"video-%08d","counter":%q,"delta":%d}`, i*7919%1000003, counters[i%len(counters)], 1+i%3)
+	}
+	return []byte(`{"increments":[` + strings.Join(items, ",") + `]}`)
+}
+
+// BenchmarkDecodeIncrements100 measures decode + validate of one
+// 100-increment body, including the one copy of the body into a string.
+func BenchmarkDecodeIncrements100(b *testing.B) {
+	body := benchBody(100)
+	dst := make([]region.Increment, 0, 128)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		incs, e := decodeIncrements(string(body), DefaultMaxIncrements, dst[:0])
+		if e != nil || len(incs) != 100 {
+			b.Fatalf("decode: %d increments, %v", len(incs), e)
+		}
+	}
+	b.ReportMetric(float64(b.N)*100/b.Elapsed().Seconds(), "increments/s")
+}
+
+// BenchmarkDecodeIncrements100StdJSON is the same with encoding/json and
+// the same validation, for comparison.
+func BenchmarkDecodeIncrements100StdJSON(b *testing.B) {
+	body := benchBody(100)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var req struct {
+			Increments []struct {
+				ContentID string `json:"content_id"`
+				Counter   string `json:"counter"`
+				Delta     int64  `json:"delta"`
+			} `json:"increments"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			b.Fatal(err)
+		}
+		for _, inc := range req.Increments {
+			if !store.ValidID(inc.ContentID) || !store.ValidCounter(inc.Counter) || inc.Delta < 1 || inc.Delta > MaxDelta {
+				b.Fatal("invalid")
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)*100/b.Elapsed().Seconds(), "increments/s")
+}
+
+// discardWriter is a reusable ResponseWriter for handler benchmarks.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// benchServe serves req repeatedly through a fresh API whose service
+// records nothing, and reports items/s.
+func benchServe(b *testing.B, method, target string, body []byte, items int, wantStatus int) {
+	ta := newTestAPI(b, testConfig())
+	ta.fake.noRecord = true
+	seed(ta.fake)
+	req := httptest.NewRequest(method, target, nil)
+	w := &discardWriter{h: make(http.Header)}
+	rd := &rewindReader{}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		w.code = 0
+		if body != nil {
+			rd.Reset(body)
+			req.Body = rd
+			req.ContentLength = int64(len(body))
+		}
+		ta.h.ServeHTTP(w, req)
+		if w.code != wantStatus {
+			b.Fatalf("status = %d, want %d", w.code, wantStatus)
+		}
+	}
+	b.ReportMetric(float64(b.N)*float64(items)/b.Elapsed().Seconds(), "items/s")
+}
+
+// rewindReader is an io.ReadCloser over a byte slice that can be reset.
+type rewindReader struct {
+	b []byte
+	i int
+}
+
+func (r *rewindReader) Reset(b []byte) { r.b, r.i = b, 0 }
+func (r *rewindReader) Close() error   { return nil }
+func (r *rewindReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
+
+// BenchmarkPostIncrements100 measures the whole handler for 100-increment
+// bodies, minus the network and the agent (G1's HTTP share).
+func BenchmarkPostIncrements100(b *testing.B) {
+	benchServe(b, http.MethodPost, "/v1/increments", benchBody(100), 100, http.StatusAccepted)
+}
+
+// BenchmarkPostIncrements1 is the same for single increments (G2).
+func BenchmarkPostIncrements1(b *testing.B) {
+	benchServe(b, http.MethodPost, "/v1/increments", benchBody(1), 1, http.StatusAccepted)
+}
+
+// BenchmarkGetCount is one count read (G5's HTTP share).
+func BenchmarkGetCount(b *testing.B) {
+	benchServe(b, http.MethodGet, "/v1/counts/c1?region=eu", nil, 1, http.StatusOK)
+}
+
+// BenchmarkGetCounts16 is a 16-id batch count read (G6's HTTP share).
+func BenchmarkGetCounts16(b *testing.B) {
+	ids := manyIDs(16)
+	benchServe(b, http.MethodGet, "/v1/counts?"+idsQuery(ids...), nil, 16, http.StatusOK)
+}

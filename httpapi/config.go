@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// Config configures the API. Zero limits take their defaults (see
+// DefaultConfig); the defaults are the limits DESIGN.md promises.
+type Config struct {
+	// Region is the agent's own region. Required.
+	Region string
+	// Regions lists every known region; ?region= must be "global" or one of
+	// these. Empty means just Region. It must contain Region.
+	Regions []string
+	// MaxBodyBytes bounds a request body; a larger one is answered 413.
+	// Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxIncrements bounds the increments of one POST /v1/increments.
+	// Default 10,000.
+	MaxIncrements int
+	// MaxBatchIDs bounds the content_id parameters of one batch read.
+	// Default 100.
+	MaxBatchIDs int
+	// RetryAfter is sent (rounded up to whole seconds) with 503 and 409
+	// answers. Default 1s.
+	RetryAfter time.Duration
+}
+
+// Defaults.
+const (
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxIncrements = 10000
+	DefaultMaxBatchIDs   = 100
+	DefaultRetryAfter    = time.Second
+)
+
+// DefaultConfig returns the configuration of a standalone agent: region
+// "local" and the default limits.
+func DefaultConfig() Config {
+	return Config{
+		Region:        "local",
+		Regions:       []string{"local"},
+		MaxBodyBytes:  DefaultMaxBodyBytes,
+		MaxIncrements: DefaultMaxIncrements,
+		MaxBatchIDs:   DefaultMaxBatchIDs,
+		RetryAfter:    DefaultRetryAfter,
+	}
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if len(c.Regions) == 0 && c.Region != "" {
+		c.Regions = []string{c.Region}
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxIncrements == 0 {
+		c.MaxIncrements = DefaultMaxIncrements
+	}
+	if c.MaxBatchIDs == 0 {
+		c.MaxBatchIDs = DefaultMaxBatchIDs
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	return c
+}
+
+// Validate reports every problem of c (after defaults are applied), joined.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if !store.ValidRegion(c.Region) {
+		errs = append(errs, fmt.Errorf("region %q is not a valid region name", c.Region))
+	}
+	for i, r := range c.Regions {
+		if !store.ValidRegion(r) {
+			errs = append(errs, fmt.Errorf("regions[%d] %q is not a valid region name", i, r))
+		}
+		if slices.Index(c.Regions, r) != i {
+			errs = append(errs, fmt.Errorf("regions[%d] %q is listed twice", i, r))
+		}
+	}
+	if c.Region != "" && !slices.Contains(c.Regions, c.Region) {
+		errs = append(errs, fmt.Errorf("regions %q do not contain the own region %q", c.Regions, c.Region))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("max body bytes %d is negative", c.MaxBodyBytes))
+	}
+	if c.MaxIncrements < 0 {
+		errs = append(errs, fmt.Errorf("max increments %d is negative", c.MaxIncrements))
+	}
+	if c.MaxBatchIDs < 0 {
+		errs = append(errs, fmt.Errorf("max batch ids %d is negative", c.MaxBatchIDs))
+	}
+	if c.RetryAfter < 0 {
+		errs = append(errs, fmt.Errorf("retry after %v is negative", c.RetryAfter))
+	}
+	return errors.Join(errs...)
+}

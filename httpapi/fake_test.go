@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+)
+
+// fakeService is an in-memory Service that records every call. It is the
+// unit-test double of the agent: this package tests the HTTP layer only.
+type fakeService struct {
+	mu         sync.Mutex
+	calls      []string             // one line per call, e.g. "React u c like"
+	increments [][]region.Increment // copies of every Increment call
+	reactions  map[[2]string]store.Reaction
+	stats      map[string][]store.Stats
+	result     region.ReactResult
+	err        error  // returned by every method but Ready
+	readyErr   error  // returned by Ready
+	panicOn    string // method name that panics
+	noRecord   bool   // benchmarks: record nothing
+}
+
+func newFake() *fakeService {
+	return &fakeService{
+		reactions: make(map[[2]string]store.Reaction),
+		stats:     make(map[string][]store.Stats),
+	}
+}
+
+func (f *fakeService) record(method string, args ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noRecord {
+		return f.err
+	}
+	f.calls = append(f.calls, strings.TrimSpace(method+" "+fmt.Sprint(args...)))
+	if f.panicOn == method {
+		panic("fake " + method + " panics")
+	}
+	return f.err
+}
+
+// Calls returns the calls recorded so far.
+func (f *fakeService) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeService) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = nil
+	f.increments = nil
+}
+
+func (f *fakeService) React(ctx context.Context, userID, contentID string, action store.Action) (region.ReactResult, error) {
+	if err := f.record("React", userID, " ", contentID, " ", action); err != nil {
+		return region.ReactResult{}, err
+	}
+	return f.result, nil
+}
+
+func (f *fakeService) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+	if err := f.record("GetReaction", userID, " ", contentID); err != nil {
+		return store.Reaction{}, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rx, ok := f.reactions[[2]string{userID, contentID}]
+	return rx, ok, nil
+}
+
+func (f *fakeService) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+	if err := f.record("GetReactions", userID, " ", contentIDs); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]store.Reaction)
+	for _, id := range contentIDs {
+		if rx, ok := f.reactions[[2]string{userID, id}]; ok {
+			out[id] = rx
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeService) Increment(ctx context.Context, incs []region.Increment) error {
+	if err := f.record("Increment", len(incs)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.noRecord {
+		cp := make([]region.Increment, len(incs))
+		for i, inc := range incs {
+			cp[i] = region.Increment{ContentID: strings.Clone(inc.ContentID), Counter: strings.Clone(inc.Counter), Delta: inc.Delta}
+		}
+		f.increments = append(f.increments, cp)
+	}
+	return nil
+}
+
+func (f *fakeService) Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+	if err := f.record("Counts", contentIDs); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string][]store.Stats)
+	for _, id := range contentIDs {
+		if rows, ok := f.stats[id]; ok {
+			out[id] = rows
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeService) Ready(ctx context.Context) error {
+	f.record("Ready") //nolint:errcheck // Ready answers readyErr
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.readyErr
+}
+
+// testAPI is an API over a fake service, with its registry and log.
+type testAPI struct {
+	h    http.Handler
+	fake *fakeService
+	reg  *prometheus.Registry
+	log  *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// metricsBody is what the /metrics handler of testAPI answers.
+const metricsBody = "# fake metrics\nup 1\n"
+
+func testConfig() Config {
+	return Config{Region: "eu", Regions: []string{"eu", "us", "ap"}}
+}
+
+func newTestAPI(t testing.TB, cfg Config) *testAPI {
+	t.Helper()
+	ta := &testAPI{fake: newFake(), reg: prometheus.NewRegistry(), log: &syncBuffer{}}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, metricsBody) //nolint:errcheck // test handler
+	})
+	logger := slog.New(slog.NewJSONHandler(ta.log, nil))
+	h, err := New(ta.fake, cfg, metrics, ta.reg, logger)
+	if err != nil {
+		t.Fatalf("New() error = %v", err)
+	}
+	ta.h = h
+	return ta
+}
+
+// do serves one request. ctype "" sends no Content-Type.
+func (ta *testAPI) do(t testing.TB, method, target, ctype, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	rec := httptest.NewRecorder()
+	ta.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func mustRequest(t testing.TB, method, target string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}

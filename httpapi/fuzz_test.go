@@ -1,0 +1,226 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+)
+
+// Seed corpora live in testdata/fuzz/<FuzzName>/. Run a fuzzer with e.g.
+//
+//	go test ./httpapi -run '^$' -fuzz '^FuzzIncrements$' -fuzztime 30s
+
+// isSyntaxError reports whether e says the body is not JSON at all.
+func isSyntaxError(e *apiError) bool {
+	return e != nil && e.field == "body" &&
+		(strings.HasPrefix(e.msg, "malformed JSON") || strings.HasPrefix(e.msg, "body is empty"))
+}
+
+// checkSyntaxAgreement checks the decoder against encoding/json: a body is
+// reported malformed exactly when encoding/json finds it invalid (except
+// for nesting deeper than this package allows).
+func checkSyntaxAgreement(t *testing.T, body []byte, e *apiError) {
+	t.Helper()
+	valid := json.Valid(body)
+	if valid && isSyntaxError(e) && !strings.Contains(e.msg, "max nesting depth") {
+		t.Fatalf("body %q is valid JSON, but rejected as malformed: %s", body, e.msg)
+	}
+	if !valid && !isSyntaxError(e) {
+		t.Fatalf("body %q is not valid JSON, but answered %+v", body, e)
+	}
+	if e != nil && (e.status != http.StatusBadRequest || e.field == "" || e.msg == "") {
+		t.Fatalf("body %q: error %+v lacks status 400, field or message", body, e)
+	}
+}
+
+// stdIncrements is how encoding/json reads an increments body.
+type stdIncrements struct {
+	Increments []struct {
+		ContentID *string `json:"content_id"`
+		Counter   *string `json:"counter"`
+		Delta     *int64  `json:"delta"`
+	} `json:"increments"`
+}
+
+func FuzzIncrements(f *testing.F) {
+	ta := newTestAPI(f, testConfig())
+	f.Fuzz(func(t *testing.T, body []byte) {
+		incs, e := decodeIncrements(string(body), DefaultMaxIncrements, nil)
+		checkSyntaxAgreement(t, body, e)
+		if e == nil {
+			if len(incs) < 1 || len(incs) > DefaultMaxIncrements {
+				t.Fatalf("accepted %d increments", len(incs))
+			}
+			for i, inc := range incs {
+				if !store.ValidID(inc.ContentID) || !store.ValidCounter(inc.Counter) ||
+					inc.Counter == store.CounterLike || inc.Counter == store.CounterDislike ||
+					inc.Delta < 1 || inc.Delta > MaxDelta {
+					t.Fatalf("accepted increments[%d] = %+v, which breaks a rule", i, inc)
+				}
+			}
+			// encoding/json must read the same increments.
+			var std stdIncrements
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&std); err != nil {
+				t.Fatalf("accepted body %q, but encoding/json: %v", body, err)
+			}
+			if len(std.Increments) != len(incs) {
+				t.Fatalf("accepted %d increments, encoding/json reads %d", len(incs), len(std.Increments))
+			}
+			for i, s := range std.Increments {
+				if s.ContentID == nil || s.Counter == nil || s.Delta == nil ||
+					(region.Increment{ContentID: *s.ContentID, Counter: *s.Counter, Delta: *s.Delta}) != incs[i] {
+					t.Fatalf("increments[%d] = %+v, encoding/json reads %+v", i, incs[i], s)
+				}
+			}
+		}
+
+		// Through the handler: a rejected body reaches no service.
+		ta.fake.reset()
+		rec := ta.do(t, http.MethodPost, "/v1/increments", "", string(body))
+		switch {
+		case len(body) > DefaultMaxBodyBytes:
+			if rec.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status = %d, want 413", rec.Code)
+			}
+		case e == nil:
+			if rec.Code != http.StatusAccepted || len(ta.fake.increments) != 1 || !slices.Equal(ta.fake.increments[0], incs) {
+				t.Fatalf("answer %d %s, service got %+v, want 202 and %+v", rec.Code, rec.Body, ta.fake.increments, incs)
+			}
+		default:
+			if rec.Code != e.status || rec.Body.String() != string(appendError(nil, e)) {
+				t.Fatalf("answer %d %s, want %d %s", rec.Code, rec.Body, e.status, appendError(nil, e))
+			}
+		}
+		if rec.Code != http.StatusAccepted && len(ta.fake.Calls()) != 0 {
+			t.Fatalf("rejected body %q reached the service: %q", body, ta.fake.Calls())
+		}
+	})
+}
+
+// stdReaction is how encoding/json reads a reaction body.
+type stdReaction struct {
+	UserID    *string `json:"user_id"`
+	ContentID *string `json:"content_id"`
+	Action    *string `json:"action"`
+}
+
+func FuzzReaction(f *testing.F) {
+	ta := newTestAPI(f, testConfig())
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, e := decodeReaction(string(body))
+		checkSyntaxAgreement(t, body, e)
+		if e == nil {
+			if !store.ValidID(req.UserID) || !store.ValidID(req.ContentID) {
+				t.Fatalf("accepted %+v, which breaks the id rule", req)
+			}
+			var std stdReaction
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&std); err != nil {
+				t.Fatalf("accepted body %q, but encoding/json: %v", body, err)
+			}
+			if std.UserID == nil || std.ContentID == nil || std.Action == nil ||
+				*std.UserID != req.UserID || *std.ContentID != req.ContentID || *std.Action != req.Action.String() {
+				t.Fatalf("decoded %+v, encoding/json reads %+v", req, std)
+			}
+		}
+
+		ta.fake.reset()
+		rec := ta.do(t, http.MethodPost, "/v1/reactions", "application/json", string(body))
+		switch {
+		case len(body) > DefaultMaxBodyBytes:
+			if rec.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status = %d, want 413", rec.Code)
+			}
+		case e == nil:
+			want := []string{"React " + req.UserID + " " + req.ContentID + " " + req.Action.String()}
+			if rec.Code != http.StatusOK || !slices.Equal(ta.fake.Calls(), want) {
+				t.Fatalf("answer %d %s, service calls %q, want 200 and %q", rec.Code, rec.Body, ta.fake.Calls(), want)
+			}
+		default:
+			if rec.Code != e.status || rec.Body.String() != string(appendError(nil, e)) {
+				t.Fatalf("answer %d %s, want %d %s", rec.Code, rec.Body, e.status, appendError(nil, e))
+			}
+			if calls := ta.fake.Calls(); len(calls) != 0 {
+				t.Fatalf("rejected body %q reached the service: %q", body, calls)
+			}
+		}
+	})
+}
+
+// FuzzQuery feeds arbitrary query strings to the batch count read.
+func FuzzQuery(f *testing.F) {
+	ta := newTestAPI(f, testConfig())
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		ta.fake.reset()
+		req := httptest.NewRequest(http.MethodGet, "/v1/counts", nil)
+		req.URL.RawQuery = rawQuery
+		rec := httptest.NewRecorder()
+		ta.h.ServeHTTP(rec, req)
+		calls := ta.fake.Calls()
+		switch rec.Code {
+		case http.StatusOK:
+			if len(calls) != 1 || !strings.HasPrefix(calls[0], "Counts [") {
+				t.Fatalf("200 with service calls %q", calls)
+			}
+			var out struct {
+				Counts []struct {
+					ContentID string `json:"content_id"`
+					Region    string `json:"region"`
+				} `json:"counts"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+				t.Fatalf("answer %s is not JSON: %v", rec.Body, err)
+			}
+			if len(out.Counts) < 1 || len(out.Counts) > DefaultMaxBatchIDs {
+				t.Fatalf("answered %d counts", len(out.Counts))
+			}
+			for _, c := range out.Counts {
+				if !store.ValidID(c.ContentID) || !ta.h.(*api).scopes[c.Region] {
+					t.Fatalf("answered %+v, which breaks a rule", c)
+				}
+			}
+		case http.StatusBadRequest:
+			var eb errorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Field == "" || eb.Error == "" {
+				t.Fatalf("400 answer %s is not a JSON error with a field (%v)", rec.Body, err)
+			}
+			if len(calls) != 0 {
+				t.Fatalf("rejected query %q reached the service: %q", rawQuery, calls)
+			}
+		default:
+			t.Fatalf("status = %d, want 200 or 400", rec.Code)
+		}
+	})
+}
+
+// FuzzAppendString checks the JSON string encoder against encoding/json.
+func FuzzAppendString(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		out := appendString(nil, s)
+		var got string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("appendString(%q) = %s, not a JSON string: %v", s, out, err)
+		}
+		std, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		if err := json.Unmarshal(std, &want); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("appendString(%q) reads back as %q, encoding/json's as %q", s, got, want)
+		}
+	})
+}

@@ -1,0 +1,131 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// waitFor polls cond until it holds, failing the test after a generous
+// deadline (a hang guard, not a timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCommitterGroups holds one commit open while other writers queue, then
+// checks that the queued writers share one transaction, that a failing and a
+// panicking writer get their own outcome, and that the rest commit.
+func TestCommitterGroups(t *testing.T) {
+	s := openTemp(t)
+	c := &s.gc
+	bucket := []byte("test")
+	if err := s.db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucket); return err }); err != nil {
+		t.Fatalf("cannot create bucket: %v", err)
+	}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	var leaderErr error
+	wg.Go(func() {
+		leaderErr = c.write(func(tx *bolt.Tx) error {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+			<-release
+			return tx.Bucket(bucket).Put([]byte("leader"), []byte("x"))
+		})
+	})
+	<-started
+
+	const writers = 8
+	const failing, panicking = 2, 5
+	errFail := errors.New("planted failure")
+	txIDs := make([]int, writers)
+	errs := make([]error, writers)
+	panics := make([]any, writers)
+	for i := range writers {
+		wg.Go(func() {
+			defer func() { panics[i] = recover() }()
+			errs[i] = c.write(func(tx *bolt.Tx) error {
+				switch i {
+				case failing:
+					return errFail
+				case panicking:
+					panic("planted panic")
+				}
+				txIDs[i] = tx.ID()
+				return tx.Bucket(bucket).Put(fmt.Appendf(nil, "w%d", i), []byte("x"))
+			})
+		})
+	}
+	waitFor(t, "writers to queue", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queue) == writers
+	})
+	close(release)
+	wg.Wait()
+
+	if leaderErr != nil {
+		t.Fatalf("leader write: %v", leaderErr)
+	}
+	var groupTx int
+	for i := range writers {
+		switch i {
+		case failing:
+			if !errors.Is(errs[i], errFail) {
+				t.Errorf("failing writer got %v; want %v", errs[i], errFail)
+			}
+		case panicking:
+			if panics[i] != "planted panic" {
+				t.Errorf("panicking writer recovered %v; want the planted panic", panics[i])
+			}
+		default:
+			if errs[i] != nil || panics[i] != nil {
+				t.Errorf("writer %d: error %v, panic %v; want success", i, errs[i], panics[i])
+			}
+			if groupTx == 0 {
+				groupTx = txIDs[i]
+			}
+			if txIDs[i] != groupTx {
+				t.Errorf("writer %d committed in transaction %d; want the group's %d", i, txIDs[i], groupTx)
+			}
+		}
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for i := range writers {
+			got := b.Get(fmt.Appendf(nil, "w%d", i)) != nil
+			if want := i != failing && i != panicking; got != want {
+				t.Errorf("key w%d stored: %v; want %v", i, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	// The committer is idle and usable again.
+	if err := c.write(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("after"), []byte("x")) }); err != nil {
+		t.Fatalf("write after the group: %v", err)
+	}
+	c.mu.Lock()
+	busy, queued := c.busy, len(c.queue)
+	c.mu.Unlock()
+	if busy || queued != 0 {
+		t.Fatalf("committer busy=%v with %d queued after all writes; want idle and empty", busy, queued)
+	}
+}

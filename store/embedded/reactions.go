@@ -1,0 +1,259 @@
+package embedded
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// GetReaction returns the row of (userID, contentID) and whether it exists.
+func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+	const op = "get reaction"
+	if err := ctx.Err(); err != nil {
+		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(userID) || !validKeyPart(contentID) {
+		return store.Reaction{}, false, invalid(op, "user %q, content %q", userID, contentID)
+	}
+	r := store.Reaction{UserID: userID, ContentID: contentID}
+	var found bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketLikes).Get(key(userID, contentID))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return decodeReaction(v, &r)
+	})
+	if err != nil || !found {
+		return store.Reaction{}, false, wrap(op, err)
+	}
+	return r, true, nil
+}
+
+// GetReactions returns the rows of userID for contentIDs that exist, keyed by
+// content id, read in one transaction. The map is never nil.
+func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+	const op = "get reactions"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(userID) {
+		return nil, invalid(op, "user %q", userID)
+	}
+	for _, c := range contentIDs {
+		if !validKeyPart(c) {
+			return nil, invalid(op, "content %q", c)
+		}
+	}
+	out := make(map[string]store.Reaction, len(contentIDs))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLikes)
+		k := prefix(userID)
+		n := len(k)
+		for _, c := range contentIDs {
+			k = append(k[:n], c...)
+			v := b.Get(k)
+			if v == nil {
+				continue
+			}
+			r := store.Reaction{UserID: userID, ContentID: c}
+			if err := decodeReaction(v, &r); err != nil {
+				return err
+			}
+			out[c] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}
+
+// checkRow validates a row about to be stored.
+func checkRow(op string, r *store.Reaction) error {
+	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
+		return invalid(op, "user %q, content %q", r.UserID, r.ContentID)
+	}
+	if r.Action != store.ActionLike && r.Action != store.ActionDislike {
+		return invalid(op, "action %v cannot be stored", r.Action)
+	}
+	return nil
+}
+
+// InsertReaction stores r if no row exists for (r.UserID, r.ContentID) and
+// reports whether it did. r.Version should be 1 and r.Incarnation fresh.
+func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
+	const op = "insert reaction"
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := checkRow(op, &r); err != nil {
+		return false, err
+	}
+	k, v := key(r.UserID, r.ContentID), encodeReaction(&r)
+	ik, iv := key(r.ContentID, r.UserID), encodeIndex(&r)
+	var applied bool
+	err := s.write(func(tx *bolt.Tx) error {
+		applied = false
+		b := tx.Bucket(bucketLikes)
+		if b.Get(k) != nil {
+			return nil
+		}
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketByContent).Put(ik, iv); err != nil {
+			return err
+		}
+		applied = true
+		return nil
+	})
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return applied, nil
+}
+
+// UpdateReaction replaces the row of (prev.UserID, prev.ContentID) with next
+// if the stored row still has prev.Version and prev.Incarnation, and reports
+// whether it did. next must name the same row, keep the incarnation and have
+// version prev.Version+1.
+func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (bool, error) {
+	const op = "update reaction"
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := checkRow(op, &next); err != nil {
+		return false, err
+	}
+	switch {
+	case next.UserID != prev.UserID || next.ContentID != prev.ContentID:
+		return false, invalid(op, "next row (%q, %q) is not prev row (%q, %q)",
+			next.UserID, next.ContentID, prev.UserID, prev.ContentID)
+	case next.Incarnation != prev.Incarnation:
+		return false, invalid(op, "incarnation changes from %d to %d", prev.Incarnation, next.Incarnation)
+	case next.Version != prev.Version+1:
+		return false, invalid(op, "version goes from %d to %d", prev.Version, next.Version)
+	}
+	k, v := key(next.UserID, next.ContentID), encodeReaction(&next)
+	ik, iv := key(next.ContentID, next.UserID), encodeIndex(&next)
+	var applied bool
+	err := s.write(func(tx *bolt.Tx) error {
+		applied = false
+		b := tx.Bucket(bucketLikes)
+		ok, err := matches(b.Get(k), &prev)
+		if err != nil || !ok {
+			return err
+		}
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketByContent).Put(ik, iv); err != nil {
+			return err
+		}
+		applied = true
+		return nil
+	})
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return applied, nil
+}
+
+// DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
+// still has prev.Version and prev.Incarnation, and reports whether it did.
+func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, error) {
+	const op = "delete reaction"
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(prev.UserID) || !validKeyPart(prev.ContentID) {
+		return false, invalid(op, "user %q, content %q", prev.UserID, prev.ContentID)
+	}
+	k, ik := key(prev.UserID, prev.ContentID), key(prev.ContentID, prev.UserID)
+	var applied bool
+	err := s.write(func(tx *bolt.Tx) error {
+		applied = false
+		b := tx.Bucket(bucketLikes)
+		ok, err := matches(b.Get(k), &prev)
+		if err != nil || !ok {
+			return err
+		}
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketByContent).Delete(ik); err != nil {
+			return err
+		}
+		applied = true
+		return nil
+	})
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return applied, nil
+}
+
+// matches reports whether the stored value v is a row with prev's version
+// and incarnation.
+func matches(v []byte, prev *store.Reaction) (bool, error) {
+	if v == nil {
+		return false, nil
+	}
+	var cur store.Reaction
+	if err := decodeReaction(v, &cur); err != nil {
+		return false, err
+	}
+	return cur.Version == prev.Version && cur.Incarnation == prev.Incarnation, nil
+}
+
+// CountReactions counts the reactions on contentID by the region that
+// recorded each row, from the by-content index. Regions are sorted; an item
+// without reactions has none.
+func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error) {
+	const op = "count reactions"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(contentID) {
+		return nil, invalid(op, "content %q", contentID)
+	}
+	var out []store.RegionTally
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out = out[:0]
+		p := prefix(contentID)
+		c := tx.Bucket(bucketByContent).Cursor()
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			a, region, err := decodeIndex(v)
+			if err != nil {
+				return err
+			}
+			// An item has reactions from a handful of regions: a linear
+			// search beats a map.
+			i := slices.IndexFunc(out, func(t store.RegionTally) bool { return t.Region == string(region) })
+			if i < 0 {
+				out = append(out, store.RegionTally{Region: string(region)})
+				i = len(out) - 1
+			}
+			if a == store.ActionLike {
+				out[i].Likes++
+			} else {
+				out[i].Dislikes++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	slices.SortFunc(out, func(a, b store.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	return out, nil
+}

@@ -1,0 +1,133 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// ReadStats returns every Stats row (global and regional) of each of
+// contentIDs, read in one transaction, keyed by content id with rows sorted by
+// scope. Ids without rows are absent. The map is never nil.
+func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+	const op = "read stats"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	for _, id := range contentIDs {
+		if !validKeyPart(id) {
+			return nil, invalid(op, "content %q", id)
+		}
+	}
+	out := make(map[string][]store.Stats, len(contentIDs))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketStats).Cursor()
+		var p []byte
+		for _, id := range contentIDs {
+			if _, seen := out[id]; seen {
+				continue
+			}
+			p = append(append(p[:0], id...), sep)
+			var rows []store.Stats
+			for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+				row := store.Stats{ContentID: id, Scope: string(k[len(p):])}
+				if err := decodeStats(v, &row); err != nil {
+					return fmt.Errorf("row %q: %w", k, err)
+				}
+				rows = append(rows, row)
+			}
+			if rows != nil {
+				out[id] = rows
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}
+
+// WriteStats stores rows as given, each replacing the row of its (ContentID,
+// Scope), all in one transaction: either every row is written or none is.
+func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
+	const op = "write stats"
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	keys := make([][]byte, len(rows))
+	vals := make([][]byte, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		if !validKeyPart(r.ContentID) || !validKeyPart(r.Scope) {
+			return invalid(op, "row %d: content %q, scope %q", i, r.ContentID, r.Scope)
+		}
+		keys[i], vals[i] = key(r.ContentID, r.Scope), encodeStats(r)
+	}
+	err := s.write(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketStats)
+		for i := range keys {
+			if err := b.Put(keys[i], vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap(op, err)
+}
+
+// PutTrending stores t, replacing the list of t.TrendingKey.
+func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
+	const op = "put trending"
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	k, err := trendingKey(op, t.TrendingKey)
+	if err != nil {
+		return err
+	}
+	v := encodeTrending(&t)
+	return wrap(op, s.write(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTrending).Put(k, v)
+	}))
+}
+
+// GetTrending returns the list of k and whether it exists.
+func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error) {
+	const op = "get trending"
+	if err := ctx.Err(); err != nil {
+		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	bk, err := trendingKey(op, k)
+	if err != nil {
+		return store.Trending{}, false, err
+	}
+	t := store.Trending{TrendingKey: k}
+	var found bool
+	err = s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketTrending).Get(bk)
+		if v == nil {
+			return nil
+		}
+		found = true
+		return decodeTrending(v, &t)
+	})
+	if err != nil || !found {
+		return store.Trending{}, false, wrap(op, err)
+	}
+	return t, true, nil
+}
+
+func trendingKey(op string, k store.TrendingKey) ([]byte, error) {
+	if !validKeyPart(k.Scope) || !validKeyPart(k.Counter) || !validKeyPart(k.Window) {
+		return nil, invalid(op, "scope %q, counter %q, window %q", k.Scope, k.Counter, k.Window)
+	}
+	return key(k.Scope, k.Counter, k.Window), nil
+}
