@@ -1,0 +1,88 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Client is one connection with its JetStream context: what a process
+// wires into its agent (Publisher) or rollup (Consumer), so that callers
+// outside this package never handle nats.go types.
+type Client struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// NewClient wraps an open connection. The Client owns nc from then on.
+func NewClient(nc *nats.Conn) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("cannot open jetstream context: %w", err)
+	}
+	return &Client{nc: nc, js: js}, nil
+}
+
+// Client opens an in-process client of the embedded server.
+func (s *Server) Client(name string) (*Client, error) {
+	nc, err := s.Connect(name)
+	if err != nil {
+		return nil, err
+	}
+	return NewClient(nc)
+}
+
+// Dial connects to an external server (see Connect) and returns a Client.
+func Dial(cfg ConnConfig, logger *slog.Logger) (*Client, error) {
+	nc, err := Connect(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return NewClient(nc)
+}
+
+// EnsureStream creates or updates the partial-sum stream (see EnsureStream).
+func (c *Client) EnsureStream(ctx context.Context, cfg StreamConfig) error {
+	return EnsureStream(ctx, c.js, cfg)
+}
+
+// Publisher returns a publisher on the stream.
+func (c *Client) Publisher(cfg StreamConfig) *Publisher { return NewPublisher(c.js, cfg) }
+
+// Consumer returns a partition consumer.
+func (c *Client) Consumer(cfg ConsumerConfig) *Consumer { return NewConsumer(c.js, cfg) }
+
+// Ping reports whether the connection is up and JetStream answers.
+func (c *Client) Ping(ctx context.Context) error {
+	if !c.nc.IsConnected() {
+		return fmt.Errorf("nats: not connected (status %v)", c.nc.Status())
+	}
+	if _, err := c.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("nats: jetstream not answering: %w", err)
+	}
+	return nil
+}
+
+// Close drains the connection (pending publishes and acks are flushed)
+// and waits until it is closed. It is safe to call more than once.
+func (c *Client) Close() error {
+	if c.nc.IsClosed() {
+		return nil
+	}
+	closed := make(chan struct{})
+	c.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := c.nc.Drain(); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
+		c.nc.Close()
+		return fmt.Errorf("cannot drain nats connection: %w", err)
+	}
+	<-closed
+	return nil
+}

@@ -1,0 +1,467 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// Handler applies one message. streamSeq is the message's stream sequence:
+// it grows with every message of the stream and stays the same when the
+// message is delivered again, so a handler that records the last sequence it
+// applied can skip a redelivery. A non-nil error is retried (with backoff,
+// same message, forever) unless it is marked with Permanent. The handler
+// runs on its partition's goroutine, one message at a time, and should
+// return promptly when ctx is done. It may keep data.
+type Handler func(ctx context.Context, streamSeq uint64, data []byte) error
+
+// Permanent marks a handler error as permanent: the message can never be
+// applied (a poison message). The consumer terminates it — the broker never
+// delivers it again — counts and logs it, and goes on with the next one.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked with
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// ConsumerConfig configures a Consumer. Zero fields take the values of
+// DefaultConsumerConfig.
+type ConsumerConfig struct {
+	// Stream is the stream to consume (default DefaultStreamConfig()).
+	Stream StreamConfig
+	// Durable prefixes the durable consumer names: partition p is consumed
+	// by <Durable>-p<p> (default "rollup"). Every rollup instance uses the
+	// same prefix; ownership of a partition moves by running it elsewhere.
+	Durable string
+	// AckWait is how long the broker waits for an ack before it delivers the
+	// message again (default 30s). A message being handled or retried is
+	// kept alive with a progress signal every AckWait/3.
+	AckWait time.Duration
+	// RetryMin and RetryMax bound the exponential backoff between attempts
+	// of a failing handler, and between failing fetches (default 50ms..5s).
+	RetryMin, RetryMax time.Duration
+	// Logger receives warnings (retries, poison messages); nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultConsumerConfig returns the default consumer configuration.
+func DefaultConsumerConfig() ConsumerConfig {
+	return ConsumerConfig{
+		Stream:   DefaultStreamConfig(),
+		Durable:  "rollup",
+		AckWait:  30 * time.Second,
+		RetryMin: 50 * time.Millisecond,
+		RetryMax: 5 * time.Second,
+	}
+}
+
+func (c ConsumerConfig) withDefaults() ConsumerConfig {
+	d := DefaultConsumerConfig()
+	if c.Stream == (StreamConfig{}) {
+		c.Stream = d.Stream
+	}
+	if c.Durable == "" {
+		c.Durable = d.Durable
+	}
+	if c.AckWait == 0 {
+		c.AckWait = d.AckWait
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = d.RetryMin
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = d.RetryMax
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults are applied).
+func (c ConsumerConfig) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if err := c.Stream.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !validName(c.Durable + "-p0") {
+		errs = append(errs, fmt.Errorf("durable prefix %q is not a valid name", c.Durable))
+	}
+	if c.AckWait < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("ack wait %s is shorter than 100ms", c.AckWait))
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("retry backoff %s..%s is not a range", c.RetryMin, c.RetryMax))
+	}
+	return errors.Join(errs...)
+}
+
+// ConsumerStats are a consumer's counters since it was created.
+type ConsumerStats struct {
+	// Applied counts messages the handler accepted (a redelivery the
+	// handler skipped included).
+	Applied uint64
+	// Retries counts failed handler attempts that were retried.
+	Retries uint64
+	// Terminated counts poison messages (Permanent errors), never retried.
+	Terminated uint64
+	// Redelivered counts deliveries of a message delivered before (after a
+	// crash, a lost ack or a stop while retrying).
+	Redelivered uint64
+	// AckErrors counts applied messages whose ack was not confirmed; the
+	// broker delivers them again.
+	AckErrors uint64
+	// FetchErrors counts failed fetches (other than "no message yet").
+	FetchErrors uint64
+}
+
+// Consumer consumes partitions of the stream in order, one durable pull
+// consumer per partition. It is safe for concurrent use.
+type Consumer struct {
+	js  jetstream.JetStream
+	cfg ConsumerConfig
+	log *slog.Logger
+
+	applied, retries, terminated, redelivered, ackErrors, fetchErrors atomic.Uint64
+}
+
+// NewConsumer returns a consumer; zero fields of cfg take their defaults.
+// Run validates the configuration.
+func NewConsumer(js jetstream.JetStream, cfg ConsumerConfig) *Consumer {
+	cfg = cfg.withDefaults()
+	l := cfg.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return &Consumer{js: js, cfg: cfg, log: l.With("component", "natsjs-consumer", "stream", cfg.Stream.Name)}
+}
+
+// Name returns the durable consumer name of a partition.
+func (c *Consumer) Name(partition uint32) string {
+	return c.cfg.Durable + "-p" + strconv.FormatUint(uint64(partition), 10)
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Consumer) Stats() ConsumerStats {
+	return ConsumerStats{
+		Applied:     c.applied.Load(),
+		Retries:     c.retries.Load(),
+		Terminated:  c.terminated.Load(),
+		Redelivered: c.redelivered.Load(),
+		AckErrors:   c.ackErrors.Load(),
+		FetchErrors: c.fetchErrors.Load(),
+	}
+}
+
+// Run creates (or updates) the durable consumers of the partitions and
+// feeds their messages to h, one goroutine per partition, until ctx is done.
+// It returns after every goroutine it started has exited: nil when ctx was
+// cancelled, an error when the consumers cannot be set up or the connection
+// was closed. Transient broker errors are retried with backoff and logged.
+func (c *Consumer) Run(ctx context.Context, partitions []uint32, h Handler) error {
+	if err := c.cfg.Validate(); err != nil {
+		return fmt.Errorf("cannot run consumer: %w", err)
+	}
+	if h == nil {
+		return errors.New("cannot run consumer: handler is nil")
+	}
+	if err := c.checkPartitions(partitions); err != nil {
+		return fmt.Errorf("cannot run consumer: %w", err)
+	}
+	if len(partitions) == 0 {
+		<-ctx.Done() // nothing owned now; stay up like any other Run
+		return nil
+	}
+	cons := make([]jetstream.Consumer, len(partitions))
+	for i, p := range partitions {
+		var err error
+		if cons[i], err = c.ensure(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for i, p := range partitions {
+		g.Go(func() error { return c.runPartition(gctx, p, cons[i], h) })
+	}
+	err := g.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (c *Consumer) checkPartitions(partitions []uint32) error {
+	sorted := slices.Clone(partitions)
+	slices.Sort(sorted)
+	for i, p := range sorted {
+		if p >= uint32(c.cfg.Stream.Partitions) {
+			return fmt.Errorf("partition %d of %d: %w", p, c.cfg.Stream.Partitions, ErrBadPartition)
+		}
+		if i > 0 && sorted[i-1] == p {
+			return fmt.Errorf("partition %d listed twice", p)
+		}
+	}
+	return nil
+}
+
+// ensure creates or updates the durable consumer of a partition.
+func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, error) {
+	name := c.Name(p)
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream.Name, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "edgecount rollup, partition " + strconv.FormatUint(uint64(p), 10),
+		FilterSubject: c.cfg.Stream.Subject(p),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 1, // strict order: k+1 is not delivered before k is acked
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create consumer %s on stream %s: %w", name, c.cfg.Stream.Name, err)
+	}
+	return cons, nil
+}
+
+// runPartition fetches and handles one partition's messages until ctx is
+// done. It returns an error only when the connection was closed.
+func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, h Handler) error {
+	log := c.log.With("partition", p, "consumer", c.Name(p))
+	keep := &keepAlive{}
+	kctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		keep.run(kctx, c.cfg.AckWait/3, log)
+	}()
+	defer wg.Wait()
+	defer stop()
+
+	failures := 0
+	for ctx.Err() == nil {
+		msg, err := c.next(ctx, cons)
+		switch {
+		case err == nil:
+			failures = 0
+			c.handle(ctx, log, keep, msg, h)
+			continue
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			continue // no message within the pull's expiry
+		case errors.Is(err, nats.ErrConnectionClosed):
+			return fmt.Errorf("cannot fetch from %s: %w", c.Name(p), err)
+		}
+		failures++
+		c.fetchErrors.Add(1)
+		if logAttempt(failures) {
+			log.Warn("cannot fetch message, retrying", "attempt", failures, "err", err)
+		}
+		if !sleep(ctx, backoff(c.cfg.RetryMin, c.cfg.RetryMax, failures)) {
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+			errors.Is(err, nats.ErrNoResponders) {
+			// The durable consumer was deleted (no responders: nothing
+			// serves its pull requests, or JetStream is restarting). A
+			// new one resumes at the oldest message still in the work
+			// queue, so nothing is skipped.
+			if nc, err := c.ensure(ctx, p); err == nil {
+				cons = nc
+			} else if ctx.Err() == nil && logAttempt(failures) {
+				log.Warn("cannot re-create consumer", "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Pull requests wait up to pullWait for a message; the server sends a
+// heartbeat every pullHeartbeat while one waits, so a pull lost with a
+// broker restart or a reconnect is noticed within 2·pullHeartbeat.
+const (
+	pullWait      = 10 * time.Second
+	pullHeartbeat = time.Second
+)
+
+// next waits for the partition's next message.
+func (c *Consumer) next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	return cons.Next(jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
+}
+
+// handle applies one message: retry until success, Permanent or ctx done.
+func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive, msg jetstream.Msg, h Handler) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		c.terminated.Add(1)
+		log.Error("cannot read message metadata, terminating message", "subject", msg.Subject(), "err", err)
+		if err := msg.TermWithReason("bad metadata"); err != nil {
+			log.Warn("cannot terminate message", "err", err)
+		}
+		return
+	}
+	seq := meta.Sequence.Stream
+	if meta.NumDelivered > 1 {
+		c.redelivered.Add(1)
+	}
+	keep.set(msg)
+	for attempt := 1; ; attempt++ {
+		err := h(ctx, seq, msg.Data())
+		if err == nil {
+			break
+		}
+		if IsPermanent(err) {
+			keep.set(nil)
+			c.terminated.Add(1)
+			log.Error("poison message terminated", "seq", seq, "err", err)
+			if err := msg.TermWithReason("permanent handler error"); err != nil {
+				log.Warn("cannot terminate message", "seq", seq, "err", err)
+			}
+			return
+		}
+		if ctx.Err() != nil || !c.retryWait(ctx, log, seq, attempt, err) {
+			// Stopping: hand the message back so whoever runs the
+			// partition next gets it at once rather than after AckWait.
+			keep.set(nil)
+			if err := msg.Nak(); err != nil {
+				log.Debug("cannot nak message on stop", "seq", seq, "err", err)
+			}
+			return
+		}
+	}
+	keep.set(nil)
+	c.applied.Add(1)
+	// Ack even when ctx is done: the message was applied.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AckWait)
+	defer cancel()
+	if err := msg.DoubleAck(actx); err != nil {
+		c.ackErrors.Add(1)
+		log.Warn("cannot ack applied message; it will be delivered again", "seq", seq, "err", err)
+	}
+}
+
+// retryWait counts and logs a failed attempt and waits before the next one.
+// It returns false if ctx ended the wait.
+func (c *Consumer) retryWait(ctx context.Context, log *slog.Logger, seq uint64, attempt int, err error) bool {
+	c.retries.Add(1)
+	d := backoff(c.cfg.RetryMin, c.cfg.RetryMax, attempt)
+	if logAttempt(attempt) {
+		log.Warn("cannot apply message, retrying", "seq", seq, "attempt", attempt, "next", d, "err", err)
+	}
+	return sleep(ctx, d)
+}
+
+// Pending returns the backlog of the partitions: messages not yet delivered
+// plus delivered but not yet acknowledged — the NumPending + NumAckPending
+// of their consumers. It counts the messages the stream still holds on the
+// partitions' subjects, which with work-queue retention is the same number,
+// and unlike a consumer's NumPending is exact right after the consumer was
+// created (the server computes that lazily and may briefly report 0) and
+// before it exists. In a cluster an acked message may be counted for a
+// moment longer, never shorter.
+func (c *Consumer) Pending(ctx context.Context, partitions []uint32) (uint64, error) {
+	if err := c.checkPartitions(partitions); err != nil {
+		return 0, fmt.Errorf("cannot count pending messages: %w", err)
+	}
+	if len(partitions) == 0 {
+		return 0, nil
+	}
+	st, err := c.js.Stream(ctx, c.cfg.Stream.Name)
+	if err != nil {
+		return 0, fmt.Errorf("cannot look up stream %s: %w", c.cfg.Stream.Name, err)
+	}
+	filter := c.cfg.Stream.SubjectPrefix + ".>"
+	if len(partitions) == 1 {
+		filter = c.cfg.Stream.Subject(partitions[0])
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, fmt.Errorf("cannot count messages on %s: %w", filter, err)
+	}
+	var total uint64
+	for _, p := range partitions {
+		total += info.State.Subjects[c.cfg.Stream.Subject(p)]
+	}
+	return total, nil
+}
+
+// keepAlive sends a progress signal for the message being handled, so the
+// broker does not deliver it again while a slow or failing handler works on
+// it. set and the signal are serialized: after set(nil) returns no signal is
+// sent for the previous message.
+type keepAlive struct {
+	mu  sync.Mutex
+	msg jetstream.Msg
+}
+
+func (k *keepAlive) set(m jetstream.Msg) {
+	k.mu.Lock()
+	k.msg = m
+	k.mu.Unlock()
+}
+
+func (k *keepAlive) run(ctx context.Context, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		k.mu.Lock()
+		if k.msg != nil {
+			if err := k.msg.InProgress(); err != nil {
+				log.Debug("cannot signal progress", "err", err)
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// logAttempt throttles repeated warnings: attempts 1, 2, 4, 8, …
+func logAttempt(attempt int) bool {
+	return attempt > 0 && bits.OnesCount(uint(attempt)) == 1
+}
+
+// sleep waits for d or until ctx is done; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
