@@ -1,0 +1,318 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// Config configures an Agent. The zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	// Region is the region this agent counts for.
+	Region string
+	// AgentID names this agent in partial-sum message ids; unique per region.
+	AgentID string
+	// Partitions is the number of partial-sum partitions; it must match the
+	// rollup's and never change for a stream.
+	Partitions int
+	// FlushInterval is how often accumulated deltas are handed to the
+	// publisher.
+	FlushInterval time.Duration
+	// MaxMessageBytes caps one encoded partial-sum message.
+	MaxMessageBytes int
+	// OutboxBytes bounds the encoded messages waiting to be published. When
+	// it is reached the flusher stops draining counters (they keep summing in
+	// place, so no increment is lost) until the publisher catches up.
+	OutboxBytes int64
+	// PublishRetryMin and PublishRetryMax bound the publisher's backoff.
+	PublishRetryMin, PublishRetryMax time.Duration
+	// ReactionAttempts is how many compare-and-set rounds a reaction may
+	// lose to concurrent writers before ErrContended.
+	ReactionAttempts int
+	// CacheTTL is how long a read of totals is served from memory.
+	CacheTTL time.Duration
+	// CacheEntries bounds the read cache (items).
+	CacheEntries int
+	// Counters configures the sharded counter table.
+	Counters CountersConfig
+}
+
+// DefaultConfig returns the defaults for region.
+func DefaultConfig(region, agentID string) Config {
+	return Config{
+		Region:           region,
+		AgentID:          agentID,
+		Partitions:       16,
+		FlushInterval:    time.Second,
+		MaxMessageBytes:  256 << 10,
+		OutboxBytes:      64 << 20,
+		PublishRetryMin:  50 * time.Millisecond,
+		PublishRetryMax:  5 * time.Second,
+		ReactionAttempts: 16,
+		CacheTTL:         100 * time.Millisecond,
+		CacheEntries:     100_000,
+		Counters:         DefaultCountersConfig(),
+	}
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if !store.ValidRegion(c.Region) {
+		errs = append(errs, fmt.Errorf("region %q: want lower-case letters, digits, '_' or '-', not %q", c.Region, store.GlobalScope))
+	}
+	if !store.ValidID(c.AgentID) {
+		errs = append(errs, fmt.Errorf("agent id %q: want 1-128 printable ASCII bytes without spaces or '/'", c.AgentID))
+	}
+	if c.Partitions < 1 || c.Partitions > 4096 {
+		errs = append(errs, fmt.Errorf("partitions %d: want 1..4096", c.Partitions))
+	}
+	if c.FlushInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("flush interval %v: want at least 10ms", c.FlushInterval))
+	}
+	if c.MaxMessageBytes < 4<<10 {
+		errs = append(errs, fmt.Errorf("max message bytes %d: want at least 4096", c.MaxMessageBytes))
+	}
+	if c.OutboxBytes < int64(c.MaxMessageBytes) {
+		errs = append(errs, fmt.Errorf("outbox bytes %d: want at least max message bytes (%d)", c.OutboxBytes, c.MaxMessageBytes))
+	}
+	if c.PublishRetryMin <= 0 || c.PublishRetryMax < c.PublishRetryMin {
+		errs = append(errs, fmt.Errorf("publish retry %v..%v: want 0 < min <= max", c.PublishRetryMin, c.PublishRetryMax))
+	}
+	if c.ReactionAttempts < 1 {
+		errs = append(errs, fmt.Errorf("reaction attempts %d: want at least 1", c.ReactionAttempts))
+	}
+	if c.CacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("cache ttl %v: want >= 0", c.CacheTTL))
+	}
+	if c.CacheEntries < 1 {
+		errs = append(errs, fmt.Errorf("cache entries %d: want at least 1", c.CacheEntries))
+	}
+	if err := c.Counters.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// StatsReader is what the agent needs of ContentStats: every scope row of
+// each id in one lookup.
+type StatsReader interface {
+	ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
+}
+
+// Publisher stores one partial-sum message on the broker. It returns only
+// once the broker has stored it; msgID lets the broker drop a retried copy.
+type Publisher interface {
+	Publish(ctx context.Context, partition uint32, msgID string, data []byte) error
+}
+
+// Check is a named readiness probe of a dependency.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Deps are the agent's dependencies.
+type Deps struct {
+	Reactions ReactionStore
+	Stats     StatsReader
+	Publisher Publisher
+	Directory Directory // nil: every counter gets one shard
+	Checks    []Check   // run by Ready
+	Logger    *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// Epoch identifies this run of the agent in message ids; zero means
+	// the start time in nanoseconds.
+	Epoch uint64
+}
+
+// Stats are the agent's running totals, exported for metrics. All fields
+// are updated atomically and may be read at any time.
+type Stats struct {
+	IncrementsAccepted atomic.Uint64
+	ReactionsChanged   atomic.Uint64
+	ReactionsUnchanged atomic.Uint64
+	ReactionConflicts  atomic.Uint64
+	ReactionsContended atomic.Uint64
+	Flushes            atomic.Uint64
+	FlushesDeferred    atomic.Uint64
+	FlushNanos         atomic.Uint64
+	SumsFlushed        atomic.Uint64
+	MessagesEnqueued   atomic.Uint64
+	MessagesPublished  atomic.Uint64
+	PublishErrors      atomic.Uint64
+	OutboxBytes        atomic.Int64
+	OutboxMessages     atomic.Int64
+	CacheHits          atomic.Uint64
+	CacheMisses        atomic.Uint64
+}
+
+// Agent is one edge agent's core: it takes reactions and increments, keeps
+// them in sharded counters, flushes partial sums to the publisher, and
+// serves totals through a short-lived cache. Its methods are safe for
+// concurrent use.
+type Agent struct {
+	cfg       Config
+	reactions ReactionStore
+	reader    StatsReader
+	checks    []Check
+	logger    *slog.Logger
+	now       func() time.Time
+
+	counters *Counters
+	cache    *statsCache
+	flusher  *flusher
+	stats    Stats
+
+	stopping  atomic.Bool
+	startOnce sync.Once
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// New builds an agent. Call Start to begin flushing and Stop to end.
+func New(cfg Config, deps Deps) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cannot build agent: %w", err)
+	}
+	if deps.Reactions == nil || deps.Stats == nil || deps.Publisher == nil {
+		return nil, errors.New("cannot build agent: reactions, stats and publisher are required")
+	}
+	a := &Agent{
+		cfg:       cfg,
+		reactions: deps.Reactions,
+		reader:    deps.Stats,
+		checks:    deps.Checks,
+		logger:    deps.Logger,
+		now:       deps.Now,
+	}
+	if a.logger == nil {
+		a.logger = slog.New(slog.DiscardHandler)
+	}
+	a.logger = a.logger.With("component", "agent")
+	if a.now == nil {
+		a.now = time.Now
+	}
+	epoch := deps.Epoch
+	if epoch == 0 {
+		epoch = uint64(time.Now().UnixNano())
+	}
+	a.counters = NewCounters(deps.Directory, cfg.Counters)
+	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL)
+	a.flusher = newFlusher(a, deps.Publisher, epoch)
+	return a, nil
+}
+
+// Config returns the agent's configuration.
+func (a *Agent) Config() Config { return a.cfg }
+
+// Stats returns the agent's running totals.
+func (a *Agent) Stats() *Stats { return &a.stats }
+
+// LiveCounters returns how many counters hold state in memory.
+func (a *Agent) LiveCounters() int { return a.counters.Len() }
+
+// Start launches the flusher and the publisher.
+func (a *Agent) Start() {
+	a.startOnce.Do(a.flusher.start)
+}
+
+// Stop stops taking writes, flushes what the counters hold and waits until
+// every flushed message is published or ctx ends. It is idempotent; callers
+// should stop the request intake first so that no write is in flight.
+func (a *Agent) Stop(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		a.stopping.Store(true)
+		a.Start() // a never-started agent still flushes what it took
+		a.stopErr = a.flusher.stop(ctx)
+	})
+	return a.stopErr
+}
+
+// React sets a user's reaction to an item.
+func (a *Agent) React(ctx context.Context, userID, contentID string, action store.Action) (ReactResult, error) {
+	if a.stopping.Load() {
+		return ReactResult{}, ErrStopping
+	}
+	return a.react(ctx, userID, contentID, action)
+}
+
+// GetReaction returns a user's reaction row.
+func (a *Agent) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+	return a.reactions.GetReaction(ctx, userID, contentID)
+}
+
+// GetReactions returns a user's reaction rows for several items.
+func (a *Agent) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+	return a.reactions.GetReactions(ctx, userID, contentIDs)
+}
+
+// Increment adds validated increments to the counters of the agent's region.
+func (a *Agent) Increment(_ context.Context, incs []Increment) error {
+	if a.stopping.Load() {
+		return ErrStopping
+	}
+	for i := range incs {
+		in := &incs[i]
+		a.counters.Add(Key{ContentID: in.ContentID, Counter: in.Counter, Region: a.cfg.Region}, in.Delta)
+	}
+	a.stats.IncrementsAccepted.Add(uint64(len(incs)))
+	return nil
+}
+
+// Counts returns every scope row of each id, from the cache when fresh.
+func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+	now := a.now()
+	out := make(map[string][]store.Stats, len(contentIDs))
+	var missing []string
+	for _, id := range contentIDs {
+		if rows, ok := a.cache.get(id, now); ok {
+			a.stats.CacheHits.Add(1)
+			if rows != nil {
+				out[id] = rows
+			}
+			continue
+		}
+		a.stats.CacheMisses.Add(1)
+		missing = append(missing, id)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	got, err := a.reader.ReadStats(ctx, missing)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read totals: %w", err)
+	}
+	for _, id := range missing {
+		rows := got[id]
+		// id may point into a request buffer; the cache outlives it.
+		a.cache.put(strings.Clone(id), rows, now)
+		if rows != nil {
+			out[id] = rows
+		}
+	}
+	return out, nil
+}
+
+// Ready runs every dependency check and the publisher's state.
+func (a *Agent) Ready(ctx context.Context) error {
+	if a.stopping.Load() {
+		return ErrStopping
+	}
+	var errs []error
+	for _, c := range a.checks {
+		if err := c.Fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,383 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/store/embedded"
+)
+
+// recorder is a Publisher that keeps what it was given, decoded. It can be
+// told to fail or to block, standing in for a broker that is down.
+type recorder struct {
+	t       *testing.T
+	mu      sync.Mutex
+	ids     map[string]bool
+	batches []partial.Batch
+	calls   int
+	failN   int           // fail this many calls first
+	gate    chan struct{} // when non-nil, Publish waits for it
+}
+
+func newRecorder(t *testing.T) *recorder { return &recorder{t: t, ids: make(map[string]bool)} }
+
+func (r *recorder) Publish(ctx context.Context, partition uint32, msgID string, data []byte) error {
+	r.mu.Lock()
+	gate := r.gate
+	r.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.failN > 0 {
+		r.failN--
+		return errors.New("broker down")
+	}
+	var b partial.Batch
+	if err := partial.Decode(data, &b); err != nil {
+		r.t.Errorf("published message does not decode: %v", err)
+		return nil
+	}
+	if b.MsgID() != msgID || b.Partition != partition {
+		r.t.Errorf("msg id %q partition %d, batch says %q %d", msgID, partition, b.MsgID(), b.Partition)
+	}
+	if r.ids[msgID] {
+		r.t.Errorf("message %s published twice after success", msgID)
+	}
+	r.ids[msgID] = true
+	for _, s := range b.Sums {
+		if p := partial.PartitionOf(s.ContentID, 16); p != partition {
+			r.t.Errorf("sum for %q in partition %d, want %d", s.ContentID, partition, p)
+		}
+	}
+	r.batches = append(r.batches, b)
+	return nil
+}
+
+// totals adds up everything published, by content/counter/region.
+func (r *recorder) totals() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64)
+	for _, b := range r.batches {
+		for _, s := range b.Sums {
+			out[s.ContentID+"/"+s.Counter+"/"+s.Region] += s.Delta
+		}
+	}
+	return out
+}
+
+func (r *recorder) seqs() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []uint64
+	for _, b := range r.batches {
+		out = append(out, b.Seq)
+	}
+	return out
+}
+
+func openStore(t *testing.T) *embedded.Store {
+	t.Helper()
+	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newAgent(t *testing.T, st *embedded.Store, pub region.Publisher, tweak func(*region.Config)) *region.Agent {
+	t.Helper()
+	cfg := region.DefaultConfig("us", "us-a1")
+	cfg.FlushInterval = 20 * time.Millisecond
+	cfg.PublishRetryMin = time.Millisecond
+	cfg.PublishRetryMax = 5 * time.Millisecond
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	t.Cleanup(func() { a.Stop(context.Background()) })
+	return a
+}
+
+func stop(t *testing.T, a *region.Agent) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}
+
+func TestReactLifecycle(t *testing.T) {
+	st := openStore(t)
+	rec := newRecorder(t)
+	a := newAgent(t, st, rec, nil)
+	ctx := context.Background()
+	steps := []struct {
+		action        store.Action
+		prev          store.Action
+		version       int64
+		changed       bool
+		likes, dislik int64 // published totals after this step
+	}{
+		{store.ActionLike, store.ActionNone, 1, true, 1, 0},
+		{store.ActionLike, store.ActionLike, 1, false, 1, 0},
+		{store.ActionDislike, store.ActionLike, 2, true, 0, 1},
+		{store.ActionNone, store.ActionDislike, 0, true, 0, 0},
+		{store.ActionNone, store.ActionNone, 0, false, 0, 0},
+		{store.ActionDislike, store.ActionNone, 1, true, 0, 1},
+	}
+	var lastInc uint64
+	for i, s := range steps {
+		res, err := a.React(ctx, "u1", "v1", s.action)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		want := region.ReactResult{Previous: s.prev, Action: s.action, Version: s.version, Changed: s.changed}
+		if res != want {
+			t.Fatalf("step %d: React = %+v, want %+v", i, res, want)
+		}
+		row, found, err := st.GetReaction(ctx, "u1", "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found != (s.action != store.ActionNone) || found && (row.Action != s.action || row.Version != s.version || row.Region != "us") {
+			t.Fatalf("step %d: row = %+v found=%v", i, row, found)
+		}
+		if found && s.version == 1 && s.changed {
+			if row.Incarnation == lastInc {
+				t.Fatalf("step %d: re-created row reused incarnation %d", i, lastInc)
+			}
+			lastInc = row.Incarnation
+		}
+	}
+	stop(t, a)
+	got := rec.totals()
+	if got["v1/like/us"] != 0 || got["v1/dislike/us"] != 1 {
+		t.Fatalf("published totals = %v, want like 0, dislike 1", got)
+	}
+}
+
+// TestUndoSubtractsFromRecordingRegion: a like recorded in eu and undone by
+// an agent in us is subtracted from eu, so no regional total goes negative.
+func TestUndoSubtractsFromRecordingRegion(t *testing.T) {
+	st := openStore(t)
+	recEU, recUS := newRecorder(t), newRecorder(t)
+	eu := newAgent(t, st, recEU, func(c *region.Config) { c.Region, c.AgentID = "eu", "eu-a1" })
+	us := newAgent(t, st, recUS, nil)
+	ctx := context.Background()
+	if _, err := eu.React(ctx, "u", "v", store.ActionLike); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := us.React(ctx, "u", "v", store.ActionDislike); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, eu)
+	stop(t, us)
+	got := recEU.totals()
+	for k, v := range recUS.totals() {
+		got[k] += v
+	}
+	want := map[string]int64{"v/like/eu": 0, "v/dislike/us": 1}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	if got["v/like/us"] != 0 {
+		t.Errorf("like was subtracted from us: %v", got)
+	}
+}
+
+// TestConcurrentTogglesMatchFinalState: 50 goroutines toggle one user's
+// reaction on one item; the published deltas add up to the final row.
+func TestConcurrentTogglesMatchFinalState(t *testing.T) {
+	st := openStore(t)
+	rec := newRecorder(t)
+	a := newAgent(t, st, rec, func(c *region.Config) { c.ReactionAttempts = 1000 })
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var changed atomic.Int64
+	for g := 0; g < 50; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				action := store.Action(rand.IntN(3))
+				res, err := a.React(ctx, "user", "item", action)
+				if err != nil {
+					t.Errorf("React: %v", err)
+					return
+				}
+				if res.Changed {
+					changed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop(t, a)
+	row, found, err := st.GetReaction(ctx, "user", "item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantLikes, wantDislikes int64
+	if found && row.Action == store.ActionLike {
+		wantLikes = 1
+	}
+	if found && row.Action == store.ActionDislike {
+		wantDislikes = 1
+	}
+	got := rec.totals()
+	if got["item/like/us"] != wantLikes || got["item/dislike/us"] != wantDislikes {
+		t.Fatalf("after %d changes: published likes %d dislikes %d, final row %+v (found %v)",
+			changed.Load(), got["item/like/us"], got["item/dislike/us"], row, found)
+	}
+	if changed.Load() < 2 {
+		t.Fatalf("only %d changes applied; the test did not exercise conflicts", changed.Load())
+	}
+}
+
+// TestPublishRetriesInOrder: a broker that fails keeps the messages in the
+// outbox; once it is back every sum arrives exactly once and in order.
+func TestPublishRetriesInOrder(t *testing.T) {
+	st := openStore(t)
+	rec := newRecorder(t)
+	rec.failN = 25
+	a := newAgent(t, st, rec, nil)
+	ctx := context.Background()
+	want := make(map[string]int64)
+	for i := 0; i < 200; i++ {
+		id := fmt.Sprintf("v%d", i%37)
+		if err := a.Increment(ctx, []region.Increment{{ContentID: id, Counter: "view", Delta: int64(i + 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		want[id+"/view/us"] += int64(i + 1)
+		if i%50 == 0 {
+			time.Sleep(25 * time.Millisecond) // spread over several flushes
+		}
+	}
+	stop(t, a)
+	got := rec.totals()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d", k, got[k], v)
+		}
+	}
+	seqs := rec.seqs()
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("published out of order: seqs %v", seqs)
+		}
+	}
+	if errs := a.Stats().PublishErrors.Load(); errs != 25 {
+		t.Fatalf("publish errors = %d, want 25", errs)
+	}
+}
+
+// TestOutboxIsBounded: while the broker is stuck the outbox stops growing
+// and flushes are deferred; nothing is lost when it recovers.
+func TestOutboxIsBounded(t *testing.T) {
+	st := openStore(t)
+	rec := newRecorder(t)
+	rec.gate = make(chan struct{})
+	a := newAgent(t, st, rec, func(c *region.Config) {
+		c.MaxMessageBytes = 4 << 10
+		c.OutboxBytes = 16 << 10
+	})
+	ctx := context.Background()
+	var total int64
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().FlushesDeferred.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("flushes were never deferred")
+		}
+		batch := make([]region.Increment, 100)
+		for i := range batch {
+			batch[i] = region.Increment{ContentID: fmt.Sprintf("item-%d", rand.IntN(5000)), Counter: "view", Delta: 1}
+		}
+		if err := a.Increment(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		total += 100
+		time.Sleep(2 * time.Millisecond)
+	}
+	// One flush may overshoot the bound before the next one is deferred.
+	if got, limit := a.Stats().OutboxBytes.Load(), int64(16<<10)+int64(5000*64); got > limit {
+		t.Fatalf("outbox holds %d bytes, bound %d", got, limit)
+	}
+	close(rec.gate)
+	stop(t, a)
+	var sum int64
+	for _, v := range rec.totals() {
+		sum += v
+	}
+	if sum != total {
+		t.Fatalf("published %d increments, want %d", sum, total)
+	}
+	if got := a.Stats().OutboxBytes.Load(); got != 0 {
+		t.Fatalf("outbox bytes after stop = %d, want 0", got)
+	}
+}
+
+func TestStoppedAgentRefusesWrites(t *testing.T) {
+	st := openStore(t)
+	a := newAgent(t, st, newRecorder(t), nil)
+	stop(t, a)
+	if err := a.Increment(context.Background(), []region.Increment{{ContentID: "v", Counter: "view", Delta: 1}}); !errors.Is(err, region.ErrStopping) {
+		t.Fatalf("Increment after Stop = %v, want ErrStopping", err)
+	}
+	if _, err := a.React(context.Background(), "u", "v", store.ActionLike); !errors.Is(err, region.ErrStopping) {
+		t.Fatalf("React after Stop = %v, want ErrStopping", err)
+	}
+}
+
+func TestCountsReadThroughCache(t *testing.T) {
+	st := openStore(t)
+	a := newAgent(t, st, newRecorder(t), func(c *region.Config) { c.CacheTTL = time.Hour })
+	ctx := context.Background()
+	row := store.Stats{ContentID: "v", Scope: store.GlobalScope, Likes: 3, UpdatedAt: time.Now(), LastSeq: 1}
+	if err := st.WriteStats(ctx, []store.Stats{row}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Counts(ctx, []string{"v", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["v"]) != 1 || got["v"][0].Likes != 3 || got["missing"] != nil {
+		t.Fatalf("Counts = %+v", got)
+	}
+	row.Likes = 4
+	if err := st.WriteStats(ctx, []store.Stats{row}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = a.Counts(ctx, []string{"v"})
+	if got["v"][0].Likes != 3 {
+		t.Fatalf("cached read = %d likes, want 3 (cache TTL 1h)", got["v"][0].Likes)
+	}
+	if h := a.Stats().CacheHits.Load(); h != 1 {
+		t.Fatalf("cache hits = %d, want 1", h)
+	}
+}

@@ -1,0 +1,276 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+)
+
+// outMsg is one encoded partial-sum message waiting to be published.
+type outMsg struct {
+	partition uint32
+	id        string
+	data      []byte
+	sums      int
+}
+
+// flusher drains the counters every flush interval into partial-sum
+// messages (one or more per partition) and queues them in a bounded FIFO
+// outbox; one publisher goroutine sends the outbox in order, retrying the
+// head until the broker stores it. Order per agent is therefore the order
+// of flushes, and a retry reuses the message id, so the broker's
+// de-duplication drops a copy stored by an attempt whose ack was lost.
+//
+// Lock order: flushMu before mu. flushMu serialises flushes (ticker and
+// final); mu guards the outbox.
+type flusher struct {
+	a     *Agent
+	pub   Publisher
+	epoch uint64
+
+	flushMu sync.Mutex
+	seq     uint64
+	parts   [][]partial.Sum // per-partition scratch, reused
+	batch   partial.Batch
+
+	mu      sync.Mutex
+	queue   []outMsg
+	notify  chan struct{} // cap 1: outbox gained a message
+	drained chan struct{} // closed and replaced whenever the outbox empties
+
+	stopFlush  chan struct{}
+	pubCtx     context.Context
+	pubCancel  context.CancelFunc
+	wg         sync.WaitGroup
+	lastWarned time.Time
+}
+
+func newFlusher(a *Agent, pub Publisher, epoch uint64) *flusher {
+	f := &flusher{
+		a:         a,
+		pub:       pub,
+		epoch:     epoch,
+		parts:     make([][]partial.Sum, a.cfg.Partitions),
+		notify:    make(chan struct{}, 1),
+		drained:   make(chan struct{}),
+		stopFlush: make(chan struct{}),
+	}
+	f.pubCtx, f.pubCancel = context.WithCancel(context.Background())
+	return f
+}
+
+func (f *flusher) start() {
+	f.wg.Add(2)
+	go func() {
+		defer f.wg.Done()
+		f.flushLoop()
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.publishLoop()
+	}()
+}
+
+func (f *flusher) flushLoop() {
+	t := time.NewTicker(f.a.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stopFlush:
+			return
+		case <-t.C:
+			f.flush(false)
+		}
+	}
+}
+
+// stop ends the ticker, runs a final flush regardless of the outbox bound,
+// and waits for the outbox to empty or ctx to end.
+func (f *flusher) stop(ctx context.Context) error {
+	close(f.stopFlush)
+	f.flush(true)
+	var err error
+	for {
+		f.mu.Lock()
+		n, sums, drained := len(f.queue), f.queuedSums(), f.drained
+		f.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-drained:
+			continue
+		case <-ctx.Done():
+			err = fmt.Errorf("cannot publish %d messages (%d partial sums) before stopping: %w", n, sums, ctx.Err())
+		}
+		break
+	}
+	f.pubCancel()
+	f.wg.Wait()
+	if err != nil {
+		f.a.logger.Error("partial sums lost at stop", "err", err)
+	}
+	return err
+}
+
+func (f *flusher) queuedSums() int {
+	n := 0
+	for _, m := range f.queue {
+		n += m.sums
+	}
+	return n
+}
+
+// flush drains the counters into the outbox. Unless final, it leaves the
+// counters alone while the outbox is over its bound: the deltas keep
+// accumulating in place, so memory stays bounded by the live counters and
+// nothing is lost.
+func (f *flusher) flush(final bool) {
+	f.flushMu.Lock()
+	defer f.flushMu.Unlock()
+	a := f.a
+	if !final && a.stats.OutboxBytes.Load() >= a.cfg.OutboxBytes {
+		a.stats.FlushesDeferred.Add(1)
+		if now := time.Now(); now.Sub(f.lastWarned) > 10*time.Second {
+			f.lastWarned = now
+			a.logger.Warn("outbox full, flush deferred until the broker catches up",
+				"outbox_bytes", a.stats.OutboxBytes.Load(), "outbox_messages", a.stats.OutboxMessages.Load())
+		}
+		return
+	}
+	start := time.Now()
+	n := len(f.parts)
+	sums := 0
+	a.counters.Drain(func(k Key, delta int64) {
+		p := partial.PartitionOf(k.ContentID, n)
+		f.parts[p] = append(f.parts[p], partial.Sum{ContentID: k.ContentID, Counter: k.Counter, Region: k.Region, Delta: delta})
+		sums++
+	})
+	flushedAt := a.now()
+	var out []outMsg
+	for p := range f.parts {
+		if len(f.parts[p]) == 0 {
+			continue
+		}
+		out = f.encode(out, uint32(p), f.parts[p], flushedAt)
+		clear(f.parts[p]) // drop string references
+		f.parts[p] = f.parts[p][:0]
+	}
+	if len(out) > 0 {
+		f.enqueue(out)
+	}
+	a.stats.Flushes.Add(1)
+	a.stats.SumsFlushed.Add(uint64(sums))
+	a.stats.FlushNanos.Add(uint64(time.Since(start)))
+}
+
+// headerRoom is room left in a message for the batch header fields.
+const headerRoom = 512
+
+// encode cuts sums into messages of at most MaxMessageBytes and appends
+// them to out.
+func (f *flusher) encode(out []outMsg, partition uint32, sums []partial.Sum, at time.Time) []outMsg {
+	b := &f.batch
+	limit := f.a.cfg.MaxMessageBytes - headerRoom
+	for len(sums) > 0 {
+		size, i := 0, 0
+		for ; i < len(sums); i++ {
+			s := partial.SumSize(&sums[i], f.a.cfg.Region)
+			if i > 0 && size+s > limit {
+				break
+			}
+			size += s
+		}
+		f.seq++
+		*b = partial.Batch{
+			Agent: f.a.cfg.AgentID, Region: f.a.cfg.Region, Epoch: f.epoch, Seq: f.seq,
+			Partition: partition, FlushedAt: at, Sums: sums[:i],
+		}
+		data := partial.Append(make([]byte, 0, size+headerRoom), b)
+		out = append(out, outMsg{partition: partition, id: b.MsgID(), data: data, sums: i})
+		sums = sums[i:]
+	}
+	b.Sums = nil
+	return out
+}
+
+func (f *flusher) enqueue(msgs []outMsg) {
+	var bytes int64
+	for _, m := range msgs {
+		bytes += int64(len(m.data))
+	}
+	f.mu.Lock()
+	f.queue = append(f.queue, msgs...)
+	f.mu.Unlock()
+	f.a.stats.OutboxBytes.Add(bytes)
+	f.a.stats.OutboxMessages.Add(int64(len(msgs)))
+	f.a.stats.MessagesEnqueued.Add(uint64(len(msgs)))
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (f *flusher) publishLoop() {
+	ctx := f.pubCtx
+	for {
+		f.mu.Lock()
+		if len(f.queue) == 0 {
+			f.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.notify:
+				continue
+			}
+		}
+		m := f.queue[0]
+		f.mu.Unlock()
+
+		if !f.publish(ctx, m) {
+			return
+		}
+		f.mu.Lock()
+		f.queue[0] = outMsg{}
+		f.queue = f.queue[1:]
+		if len(f.queue) == 0 {
+			f.queue = nil
+			close(f.drained)
+			f.drained = make(chan struct{})
+		}
+		f.mu.Unlock()
+		f.a.stats.OutboxBytes.Add(-int64(len(m.data)))
+		f.a.stats.OutboxMessages.Add(-1)
+		f.a.stats.MessagesPublished.Add(1)
+	}
+}
+
+// publish sends m until the broker stores it, backing off between
+// attempts. It returns false only when ctx ends first.
+func (f *flusher) publish(ctx context.Context, m outMsg) bool {
+	backoff := f.a.cfg.PublishRetryMin
+	for attempt := 1; ; attempt++ {
+		err := f.pub.Publish(ctx, m.partition, m.id, m.data)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		f.a.stats.PublishErrors.Add(1)
+		if attempt == 1 || attempt%20 == 0 {
+			f.a.logger.Warn("cannot publish partial sums, retrying", "msg_id", m.id, "attempt", attempt, "err", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, f.a.cfg.PublishRetryMax)
+	}
+}
