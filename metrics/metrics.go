@@ -1,0 +1,91 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/rollup"
+)
+
+type metricFunc struct {
+	name, help string
+	gauge      bool
+	value      func() float64
+}
+
+func u64(v *atomic.Uint64) func() float64 { return func() float64 { return float64(v.Load()) } }
+func i64(v *atomic.Int64) func() float64  { return func() float64 { return float64(v.Load()) } }
+
+func register(reg prometheus.Registerer, ms []metricFunc, labels prometheus.Labels) error {
+	var errs []error
+	for _, m := range ms {
+		var c prometheus.Collector
+		if m.gauge {
+			c = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.name, Help: m.help, ConstLabels: labels}, m.value)
+		} else {
+			c = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help, ConstLabels: labels}, m.value)
+		}
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, fmt.Errorf("cannot register %s: %w", m.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RegisterAgent exports an agent's totals.
+func RegisterAgent(reg prometheus.Registerer, a *region.Agent) error {
+	s := a.Stats()
+	return register(reg, []metricFunc{
+		{"edgecount_agent_increments_total", "Increments accepted.", false, u64(&s.IncrementsAccepted)},
+		{"edgecount_agent_reactions_changed_total", "Reactions that changed a row.", false, u64(&s.ReactionsChanged)},
+		{"edgecount_agent_reactions_unchanged_total", "Reactions that repeated the current action (idempotent).", false, u64(&s.ReactionsUnchanged)},
+		{"edgecount_agent_reaction_conflicts_total", "Compare-and-set attempts lost to a concurrent writer (re-read and retried).", false, u64(&s.ReactionConflicts)},
+		{"edgecount_agent_reactions_contended_total", "Reactions given up after too many lost compare-and-sets.", false, u64(&s.ReactionsContended)},
+		{"edgecount_agent_flushes_total", "Counter flushes.", false, u64(&s.Flushes)},
+		{"edgecount_agent_flushes_deferred_total", "Flushes skipped because the outbox was full (broker slow or down).", false, u64(&s.FlushesDeferred)},
+		{"edgecount_agent_flush_seconds_total", "Time spent draining and encoding flushes.", false, func() float64 { return float64(s.FlushNanos.Load()) / 1e9 }},
+		{"edgecount_agent_partial_sums_flushed_total", "Partial sums handed to the outbox.", false, u64(&s.SumsFlushed)},
+		{"edgecount_agent_messages_enqueued_total", "Partial-sum messages put in the outbox.", false, u64(&s.MessagesEnqueued)},
+		{"edgecount_agent_messages_published_total", "Partial-sum messages stored by the broker.", false, u64(&s.MessagesPublished)},
+		{"edgecount_agent_publish_errors_total", "Failed publish attempts (each is retried).", false, u64(&s.PublishErrors)},
+		{"edgecount_agent_outbox_bytes", "Encoded partial sums waiting to be published.", true, i64(&s.OutboxBytes)},
+		{"edgecount_agent_outbox_messages", "Partial-sum messages waiting to be published.", true, i64(&s.OutboxMessages)},
+		{"edgecount_agent_read_cache_hits_total", "Count reads served from the cache.", false, u64(&s.CacheHits)},
+		{"edgecount_agent_read_cache_misses_total", "Count reads that went to the store.", false, u64(&s.CacheMisses)},
+		{"edgecount_agent_live_counters", "Counters holding state in memory.", true, func() float64 { return float64(a.LiveCounters()) }},
+	}, prometheus.Labels{"region": a.Config().Region})
+}
+
+// RegisterRollup exports a rollup's totals.
+func RegisterRollup(reg prometheus.Registerer, r *rollup.Rollup) error {
+	s := r.Stats()
+	return register(reg, []metricFunc{
+		{"edgecount_rollup_messages_total", "Partial-sum messages applied.", false, u64(&s.Messages)},
+		{"edgecount_rollup_partial_sums_total", "Partial sums in applied messages.", false, u64(&s.Sums)},
+		{"edgecount_rollup_rows_written_total", "ContentStats rows written.", false, u64(&s.RowsWritten)},
+		{"edgecount_rollup_rows_skipped_total", "Rows that already held a redelivered message.", false, u64(&s.RowsSkipped)},
+		{"edgecount_rollup_poison_messages_total", "Messages that could not be decoded and were dropped.", false, u64(&s.Poison)},
+		{"edgecount_rollup_apply_errors_total", "Failed apply attempts (retried with backoff).", false, u64(&s.ApplyErrors)},
+		{"edgecount_rollup_lag_seconds", "Age of the last applied message's flush when it was applied.", true, func() float64 { return float64(s.LagMillis.Load()) / 1e3 }},
+	}, nil)
+}
+
+// RegisterConsumer exports a broker consumer's totals.
+func RegisterConsumer(reg prometheus.Registerer, c *natsjs.Consumer) error {
+	stat := func(f func(natsjs.ConsumerStats) uint64) func() float64 {
+		return func() float64 { return float64(f(c.Stats())) }
+	}
+	return register(reg, []metricFunc{
+		{"edgecount_consumer_acked_total", "Messages handled and acknowledged.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Applied })},
+		{"edgecount_consumer_retries_total", "Handler failures retried with backoff.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Retries })},
+		{"edgecount_consumer_terminated_total", "Poison messages terminated.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Terminated })},
+		{"edgecount_consumer_redelivered_total", "Messages the broker delivered more than once.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Redelivered })},
+		{"edgecount_consumer_ack_errors_total", "Acknowledgements the broker did not confirm.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.AckErrors })},
+		{"edgecount_consumer_fetch_errors_total", "Failed fetches from the broker.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.FetchErrors })},
+	}, nil)
+}
