@@ -347,11 +347,14 @@ func (a *api) putBuf(bp *[]byte) {
 	}
 }
 
-// checkContentType accepts a missing Content-Type or application/json with
-// at most a charset=utf-8 parameter.
+// checkContentType accepts a missing Content-Type, application/json with
+// at most a charset=utf-8 parameter, and application/x-www-form-urlencoded:
+// that is what `curl -d` sends by default, and refusing it would turn every
+// hand-typed curl into a 415. The body is parsed as strict JSON whatever
+// the label says.
 func checkContentType(r *http.Request) *apiError {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" || ct == "application/json" {
+	if ct == "" || ct == "application/json" || ct == "application/x-www-form-urlencoded" {
 		return nil
 	}
 	mt, params, err := mime.ParseMediaType(ct)

@@ -74,6 +74,13 @@ func TestHappyPaths(t *testing.T) {
 			wantCalls: []string{"React " + strings.Repeat("u", 128) + " ~! dislike"},
 		},
 		{
+			name: "increments with curl's default form Content-Type", method: "POST", target: "/v1/increments",
+			ctype:      "application/x-www-form-urlencoded",
+			body:       `{"increments":[{"content_id":"c1","counter":"view","delta":2}]}`,
+			wantStatus: 202, wantBody: `{"accepted":1}`,
+			wantCalls: []string{"Increment 1"},
+		},
+		{
 			name: "get reaction", method: "GET", target: "/v1/reactions/u1/c1",
 			wantStatus: 200, wantBody: `{"user_id":"u1","content_id":"c1","action":"like","version":3,"updated_at":"2025-01-02T03:04:05.006Z"}`,
 			wantCalls: []string{"GetReaction u1 c1"},

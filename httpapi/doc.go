@@ -56,8 +56,10 @@
 //     As with encoding/json, strings need not be valid UTF-8; no field
 //     accepts non-ASCII, so such a string is rejected naming its field.
 //   - Unknown query parameters are 400s naming the parameter, on every route.
-//   - Content-Type of a POST: absent, or application/json (with at most a
-//     charset=utf-8 parameter); anything else is 415.
+//   - Content-Type of a POST: absent, application/json (with at most a
+//     charset=utf-8 parameter), or application/x-www-form-urlencoded (what
+//     `curl -d` sends; the body is still parsed as strict JSON); anything
+//     else is 415.
 //
 // # Service errors
 //

@@ -296,7 +296,7 @@ func ruleCases() []ruleCase {
 			add(ruleCase{name: ep.target + " " + c.name, method: post, target: ep.target, ctype: ct,
 				body: c.body, wantStatus: 400, wantField: c.field})
 		}
-		for _, c := range []string{"text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/jsonx", "bogus/;"} {
+		for _, c := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json; charset=latin1", "application/jsonx", "bogus/;"} {
 			add(ruleCase{name: ep.target + " Content-Type " + c, method: post, target: ep.target, ctype: c,
 				body: ep.valid, wantStatus: 415, wantField: "Content-Type"})
 		}

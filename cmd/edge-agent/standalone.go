@@ -46,8 +46,8 @@ type standalone struct {
 
 // startStandalone opens or creates everything under cfg.Data and starts
 // serving. On error it stops what it had started.
-func startStandalone(cfg config, logger *slog.Logger) (n *standalone, err error) {
-	n = &standalone{logger: logger, failed: make(chan error, 2)}
+func startStandalone(cfg config, logger *slog.Logger) (_ *standalone, err error) {
+	n := &standalone{logger: logger, failed: make(chan error, 2)}
 	defer func() {
 		if err != nil {
 			n.close()

@@ -260,3 +260,21 @@ func TestSIGTERMFlushesBeforeExit(t *testing.T) {
 		t.Fatalf("after SIGTERM and restart: %v, want likes=1 view=7", got)
 	}
 }
+
+// TestStartFailureReleasesEverything: a port already taken fails the start
+// with a clear error, and what had been opened is closed again (the data
+// directory can be opened right away by another node).
+func TestStartFailureReleasesEverything(t *testing.T) {
+	dir := t.TempDir()
+	first := startNode(t, t.TempDir(), time.Second)
+	defer shutdown(t, first)
+	cfg, err := loadConfig([]string{"--http", first.Addr(), "--data", dir}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startStandalone(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
+		t.Fatalf("start on a taken port: err = %v, want cannot listen", err)
+	}
+	n := startNode(t, dir, time.Second) // store and broker were released
+	shutdown(t, n)
+}
