@@ -140,6 +140,24 @@ func TestStandaloneEndToEnd(t *testing.T) {
 	waitCounts(t, base, "video-1", "local", want1)
 	waitCounts(t, base, "video-2", "global", countsJSON{Counters: map[string]int64{"share": 1}})
 
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`edgecount_agent_increments_total{region="local"} 3`,
+		`edgecount_agent_reactions_changed_total{region="local"} 5`,
+		`edgecount_agent_outbox_messages{region="local"} 0`,
+		`edgecount_rollup_poison_messages_total 0`,
+		`edgecount_http_requests_total{code="202",route="POST /v1/increments"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	shutdown(t, n)
 	n = startNode(t, dir, 50*time.Millisecond)
 	defer shutdown(t, n)
