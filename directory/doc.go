@@ -4,8 +4,8 @@
 // normally one shard, so a cold counter costs little memory.
 //
 // Local is the in-process implementation, used in standalone mode and in
-// tests. A Redis-backed implementation, cached in the agent and invalidated
-// by push, will live in its own sub-package.
+// tests. directory/redis keeps the directory in Redis, cached in the agent
+// and invalidated by pub/sub.
 //
 // Implementations satisfy region.Directory structurally; this package does
 // not import region. Invariants every implementation keeps: Shards never
