@@ -1,0 +1,373 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// Errors callers can match with errors.Is.
+var (
+	// ErrInvalid means a call broke the store's contract (an id that cannot
+	// be a key, a row without an action, an update that changes the
+	// incarnation…). Nothing was written.
+	ErrInvalid = errors.New("invalid store call")
+	// ErrCorrupt means a stored value cannot be read by this version of
+	// edgecount (an unknown action, trending lists of unequal length).
+	ErrCorrupt = errors.New("store data corrupt or from an unknown version")
+	// ErrOutcomeUnknown means a reaction write reached Cassandra but whether
+	// it applied could not be settled (see the package documentation). It
+	// always comes wrapped together with store.ErrUnavailable.
+	ErrOutcomeUnknown = errors.New("outcome of the lightweight transaction is unknown")
+	// ErrIndexBehind means a reaction write applied but the by-content entry
+	// that follows it could not be written: the returned applied is true,
+	// and the entry stays behind until the recount repairs it. It always
+	// comes wrapped together with store.ErrUnavailable.
+	ErrIndexBehind = errors.New("reaction applied but its by-content entry was not written")
+)
+
+// maxKeyPart bounds one id, scope, counter or window name in bytes. Cassandra
+// refuses partition keys over 64 KiB; ids are at most store.MaxIDLen.
+const maxKeyPart = 1024
+
+// validKeyPart reports whether s can be a key column: non-empty, short, and
+// valid UTF-8 (CQL text).
+func validKeyPart(s string) bool {
+	return len(s) > 0 && len(s) <= maxKeyPart && utf8.ValidString(s)
+}
+
+// Store is a Cassandra-backed store. It is safe for concurrent use.
+type Store struct {
+	session    *gocql.Session
+	cons       gocql.Consistency
+	serialCons gocql.Consistency
+	timeout    time.Duration
+	q          statements
+	counters   Counters
+	// lastTS is the last write timestamp handed out by writeTimestamp.
+	lastTS atomic.Int64
+}
+
+// Counters counts the rare events of a Store that an operator watches.
+// The fields only grow; read them with Load.
+type Counters struct {
+	// Settled counts reaction writes whose outcome was open (a timeout, a
+	// lost connection) and was settled by a serial read.
+	Settled atomic.Int64
+	// Unknown counts reaction writes that failed with ErrOutcomeUnknown.
+	Unknown atomic.Int64
+	// IndexBehind counts applied reaction writes whose by-content entry
+	// could not be written (ErrIndexBehind).
+	IndexBehind atomic.Int64
+}
+
+// Counters returns the live counters of s.
+func (s *Store) Counters() *Counters { return &s.counters }
+
+// statements are the CQL statements of a Store, qualified with its keyspace.
+type statements struct {
+	getReaction, getReactions                string
+	insertReaction, updateReaction, delReact string
+	putIndex, delIndex, countIndex           string
+	readStats, readStatsIn, writeStats       string
+	putTrending, getTrending                 string
+	ping                                     string
+}
+
+func newStatements(ks string) statements {
+	return statements{
+		getReaction: `SELECT action, region, version, incarnation, updated_at FROM ` + ks +
+			`.user_likes WHERE user_id = ? AND content_id = ?`,
+		getReactions: `SELECT content_id, action, region, version, incarnation, updated_at FROM ` + ks +
+			`.user_likes WHERE user_id = ? AND content_id IN ?`,
+		insertReaction: `INSERT INTO ` + ks + `.user_likes (user_id, content_id, action, region, version, incarnation, updated_at)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
+		updateReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, updated_at = ?` +
+			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
+		delReact: `DELETE FROM ` + ks + `.user_likes WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
+		putIndex: `INSERT INTO ` + ks + `.user_likes_by_content (content_id, user_id, incarnation, action, region, version)` +
+			` VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
+		delIndex: `DELETE FROM ` + ks + `.user_likes_by_content USING TIMESTAMP ?` +
+			` WHERE content_id = ? AND user_id = ? AND incarnation = ?`,
+		countIndex: `SELECT user_id, incarnation, action, region FROM ` + ks +
+			`.user_likes_by_content WHERE content_id = ?`,
+		readStats: `SELECT scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
+			`.content_stats WHERE content_id = ?`,
+		readStatsIn: `SELECT content_id, scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
+			`.content_stats WHERE content_id IN ?`,
+		writeStats: `INSERT INTO ` + ks + `.content_stats (content_id, scope, likes, dislikes, counters, updated_at, last_seq)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		putTrending: `INSERT INTO ` + ks + `.trending (scope, counter_name, window_name, as_of, item_ids, item_counts, item_errors)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		getTrending: `SELECT as_of, item_ids, item_counts, item_errors FROM ` + ks +
+			`.trending WHERE scope = ? AND counter_name = ? AND window_name = ?`,
+		ping: `SELECT release_version FROM system.local`,
+	}
+}
+
+// all lists the statements Open prepares.
+func (q *statements) all() []string {
+	return []string{
+		q.getReaction, q.getReactions, q.insertReaction, q.updateReaction, q.delReact,
+		q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
+		q.putTrending, q.getTrending,
+	}
+}
+
+// schema returns the statements that create the keyspace and its tables.
+// Every one is idempotent (IF NOT EXISTS).
+func schema(ks string, r Replication) []string {
+	return []string{
+		`CREATE KEYSPACE IF NOT EXISTS ` + ks + ` WITH replication = ` + r.cql() + ` AND durable_writes = true`,
+		// One partition per user: a user's rows for a page of items are one
+		// single-partition read, and lightweight transactions of different
+		// users never contend.
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.user_likes (
+			user_id text,
+			content_id text,
+			action text,
+			region text,
+			version bigint,
+			incarnation bigint,
+			updated_at bigint,
+			PRIMARY KEY ((user_id), content_id)
+		) WITH comment = 'UserLikes: written only by lightweight transactions. incarnation is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.user_likes_by_content (
+			content_id text,
+			user_id text,
+			incarnation bigint,
+			action text,
+			region text,
+			version bigint,
+			PRIMARY KEY ((content_id), user_id, incarnation)
+		) WITH comment = 'By-content entries of user_likes, written after each applied change with write timestamp = row version (+1 for a delete).'`,
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.content_stats (
+			content_id text,
+			scope text,
+			likes bigint,
+			dislikes bigint,
+			counters frozen<map<text, bigint>>,
+			updated_at bigint,
+			last_seq bigint,
+			PRIMARY KEY ((content_id), scope)
+		) WITH comment = 'ContentStats: plain values, one writer per partition. last_seq is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.trending (
+			scope text,
+			counter_name text,
+			window_name text,
+			as_of bigint,
+			item_ids frozen<list<text>>,
+			item_counts frozen<list<bigint>>,
+			item_errors frozen<list<bigint>>,
+			PRIMARY KEY ((scope, counter_name, window_name))
+		) WITH comment = 'Top-K lists; the three item lists are parallel. as_of is microseconds since the Unix epoch.'`,
+	}
+}
+
+// Open connects to the cluster, creates the keyspace and tables if missing
+// and prepares every statement. Creating the session is bounded by
+// cfg.ConnectTimeout rather than ctx; everything after it uses ctx.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cannot open cassandra store: invalid config: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot open cassandra store: %w", err)
+	}
+	cons, _ := cfg.consistency()
+	serial, _ := cfg.serialConsistency()
+
+	cluster := gocql.NewCluster(cfg.Hosts...)
+	cluster.Port = cfg.Port
+	cluster.Consistency = cons
+	cluster.SerialConsistency = serial
+	cluster.Timeout = cfg.Timeout
+	cluster.ConnectTimeout = cfg.ConnectTimeout
+	// Only statements marked idempotent are ever retried (the driver checks);
+	// lightweight transactions are not marked and are settled by a serial
+	// read instead.
+	cluster.RetryPolicy = retryPolicy{retries: 2}
+	cluster.DefaultIdempotence = false
+	fallback := gocql.RoundRobinHostPolicy()
+	if cfg.LocalDC != "" {
+		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
+	}
+	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
+	cluster.Dialer = cfg.dialer
+
+	session, err := cluster.CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("cannot open cassandra store at %s: %w", hostsString(cfg), unavailable(err))
+	}
+	s := &Store{
+		session:    session,
+		cons:       cons,
+		serialCons: serial,
+		timeout:    cfg.Timeout,
+		q:          newStatements(cfg.Keyspace),
+	}
+	if err := s.init(ctx, cfg); err != nil {
+		session.Close()
+		return nil, fmt.Errorf("cannot open cassandra store at %s: %w", hostsString(cfg), err)
+	}
+	return s, nil
+}
+
+// init creates the schema and prepares the statements.
+func (s *Store) init(ctx context.Context, cfg Config) error {
+	for _, stmt := range schema(cfg.Keyspace, cfg.Replication) {
+		if err := s.execSchema(ctx, stmt); err != nil {
+			return fmt.Errorf("cannot create schema (%s): %w", firstLine(stmt), err)
+		}
+	}
+	for _, stmt := range s.q.all() {
+		if _, err := s.session.StatementMetadata(ctx, stmt, cfg.Keyspace); err != nil {
+			return fmt.Errorf("cannot prepare %q: %w", stmt, unavailable(err))
+		}
+	}
+	return nil
+}
+
+// schemaAttempts bounds the attempts of one schema statement.
+const schemaAttempts = 5
+
+// execSchema runs an idempotent schema statement (… IF NOT EXISTS, … IF
+// EXISTS). A schema change on a busy node can take longer than
+// Config.Timeout; the change then usually completes anyway, and running the
+// statement again is harmless, so a timed-out statement is retried, within
+// ctx. The driver waits for schema agreement after each change.
+func (s *Store) execSchema(ctx context.Context, stmt string) error {
+	var err error
+	for range schemaAttempts {
+		err = s.session.Query(stmt).Idempotent(true).ExecContext(ctx)
+		if err == nil || !unknownOutcome(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return unavailable(err)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+func hostsString(cfg Config) string {
+	hs := make([]string, len(cfg.Hosts))
+	for i, h := range cfg.Hosts {
+		if _, _, err := net.SplitHostPort(h); err == nil {
+			hs[i] = h
+		} else {
+			hs[i] = net.JoinHostPort(h, fmt.Sprint(cfg.Port))
+		}
+	}
+	return strings.Join(hs, ",")
+}
+
+// Close closes the session. Calls after Close fail with store.ErrUnavailable.
+func (s *Store) Close() error {
+	s.session.Close()
+	return nil
+}
+
+// Ping reports whether a node answers a query.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot ping cassandra: %w", err)
+	}
+	var v string
+	err := s.session.Query(s.q.ping).Consistency(gocql.One).Idempotent(true).ScanContext(ctx, &v)
+	if err != nil {
+		return fmt.Errorf("cannot ping cassandra: %w", unavailable(err))
+	}
+	return nil
+}
+
+// query returns a statement at the store's consistency, bound to values.
+// Reads and plain writes are marked idempotent by their callers.
+func (s *Store) query(stmt string, values ...any) *gocql.Query {
+	return s.session.Query(stmt, values...).Consistency(s.cons)
+}
+
+// writeTimestamp returns a write timestamp in microseconds that is above
+// every one this Store handed out before, so that two writes of one row by
+// this process never tie, and a retried write keeps its timestamp.
+func (s *Store) writeTimestamp() int64 {
+	now := time.Now().UnixMicro()
+	for {
+		last := s.lastTS.Load()
+		ts := max(now, last+1)
+		if s.lastTS.CompareAndSwap(last, ts) {
+			return ts
+		}
+	}
+}
+
+// micros encodes t as microseconds since the Unix epoch (sub-microsecond
+// precision is dropped). Every time.Time between years -290307 and 294246
+// fits, including the zero time.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros decodes micros, in UTC.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// unavailable classifies a driver error: a request the server refused as
+// malformed is a bug and stays as it is; everything else (no connection,
+// timeouts, overload, closed session) is wrapped with store.ErrUnavailable.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var syntax *gocql.RequestErrSyntax
+	var invalid *gocql.RequestErrInvalid
+	var cfgErr *gocql.RequestErrConfig
+	if errors.As(err, &syntax) || errors.As(err, &invalid) || errors.As(err, &cfgErr) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+}
+
+// invalidCall returns an ErrInvalid error for op.
+func invalidCall(op, format string, args ...any) error {
+	return fmt.Errorf("cannot %s: %w: %s", op, ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// retryPolicy retries idempotent statements on another host (or the same
+// one, when it is the only one) after errors that say the request may
+// succeed later, and never after errors that say it is wrong. The driver
+// consults it only for statements marked idempotent.
+type retryPolicy struct{ retries int }
+
+func (p retryPolicy) Attempt(q gocql.RetryableQuery) bool {
+	return q.Attempts() <= p.retries && q.Context().Err() == nil
+}
+
+func (p retryPolicy) GetRetryType(err error) gocql.RetryType {
+	var (
+		syntax  *gocql.RequestErrSyntax
+		invalid *gocql.RequestErrInvalid
+		cfgErr  *gocql.RequestErrConfig
+		unauth  *gocql.RequestErrUnauthorized
+	)
+	switch {
+	case errors.As(err, &syntax), errors.As(err, &invalid), errors.As(err, &cfgErr), errors.As(err, &unauth):
+		return gocql.Rethrow
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return gocql.Rethrow
+	}
+	return gocql.RetryNextHost
+}

@@ -1,0 +1,201 @@
+package cassandra
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+)
+
+// Defaults of DefaultConfig.
+const (
+	DefaultKeyspace          = "edgecount"
+	DefaultPort              = 9042
+	DefaultConsistency       = "LOCAL_QUORUM"
+	DefaultSerialConsistency = "SERIAL"
+	// DefaultTimeout is above Cassandra's own request timeouts (2 s for
+	// writes, 5 s for reads, 1 s of LWT contention by default), so a slow
+	// request is answered by the server with a typed timeout rather than cut
+	// off by the client.
+	DefaultTimeout        = 6 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
+)
+
+// Config configures a Store. The zero value is not usable; start from
+// DefaultConfig.
+type Config struct {
+	// Hosts are the contact points: addresses of some nodes of the cluster
+	// (the driver discovers the rest). An entry may carry its own port as
+	// "host:port".
+	Hosts []string
+	// Port is the CQL native port of hosts that do not name one.
+	Port int
+	// Keyspace holds edgecount's tables. Open creates it if missing, with
+	// Replication; an existing keyspace is used as it is and never altered.
+	// It must be a lower-case CQL identifier: [a-z][a-z0-9_]{0,47}.
+	Keyspace string
+	// LocalDC is the data centre of this process. When set, requests go to
+	// replicas in it first (token-aware, then DC-aware round robin); when
+	// empty, to any replica of the row's token.
+	LocalDC string
+	// Replication is used only when Open creates the keyspace.
+	Replication Replication
+	// Consistency of reads and plain writes, and of the commit of
+	// lightweight transactions: ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM,
+	// EACH_QUORUM or ALL. The default, LOCAL_QUORUM, needs a majority of the
+	// local data centre's replicas; on a one-node test cluster it is that
+	// node, so the default works there unchanged (as would ONE/LOCAL_ONE).
+	Consistency string
+	// SerialConsistency of lightweight transactions (the Paxos phase) and of
+	// the read that settles a transaction whose outcome is unknown: SERIAL or
+	// LOCAL_SERIAL. The default, SERIAL, runs Paxos across all data centres,
+	// so two regions can never both apply a change conditioned on the same
+	// row version. LOCAL_SERIAL is only safe when every writer of a row is in
+	// one data centre; with edgecount's agents in several regions it would
+	// let a user's two simultaneous toggles, sent to two regions, both apply.
+	SerialConsistency string
+	// Timeout bounds one request attempt on the client side. It must be
+	// above the server's request timeouts, and above cas_contention_timeout
+	// plus write_request_timeout (1 s + 2 s by default): a reaction write
+	// whose answer did not come within Timeout is settled on the assumption
+	// that the server has given up on it by then.
+	Timeout time.Duration
+	// ConnectTimeout bounds dialling and the connection handshake.
+	ConnectTimeout time.Duration
+
+	// dialer, when set, opens the driver's connections (tests use it to
+	// lose a connection at a chosen moment).
+	dialer gocql.Dialer
+}
+
+// Replication is the replication of a keyspace that Open creates.
+type Replication struct {
+	// DataCenters maps each data centre to its replication factor
+	// (NetworkTopologyStrategy). Production clusters use this.
+	DataCenters map[string]int
+	// Factor is the replication factor of SimpleStrategy, used when
+	// DataCenters is empty: 1 for a one-node test cluster.
+	Factor int
+}
+
+// DefaultConfig returns the configuration for a one-node cluster on
+// 127.0.0.1:9042: keyspace "edgecount" with SimpleStrategy factor 1,
+// LOCAL_QUORUM reads and writes, SERIAL lightweight transactions.
+func DefaultConfig() Config {
+	return Config{
+		Hosts:             []string{"127.0.0.1"},
+		Port:              DefaultPort,
+		Keyspace:          DefaultKeyspace,
+		Replication:       Replication{Factor: 1},
+		Consistency:       DefaultConsistency,
+		SerialConsistency: DefaultSerialConsistency,
+		Timeout:           DefaultTimeout,
+		ConnectTimeout:    DefaultConnectTimeout,
+	}
+}
+
+var (
+	keyspaceRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+	// dcRE bounds data-centre names to what can sit inside a quoted CQL
+	// string literal without escaping.
+	dcRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+)
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Hosts) == 0 {
+		errs = append(errs, errors.New("hosts is empty"))
+	}
+	for i, h := range c.Hosts {
+		if strings.TrimSpace(h) == "" {
+			errs = append(errs, fmt.Errorf("host %d is empty", i))
+		}
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d is not in 1…65535", c.Port))
+	}
+	if !keyspaceRE.MatchString(c.Keyspace) {
+		errs = append(errs, fmt.Errorf("keyspace %q is not a lower-case identifier of 1–48 characters", c.Keyspace))
+	}
+	if c.LocalDC != "" && !dcRE.MatchString(c.LocalDC) {
+		errs = append(errs, fmt.Errorf("local data centre %q is not a valid name", c.LocalDC))
+	}
+	errs = append(errs, c.Replication.validate()...)
+	if _, err := c.consistency(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.serialConsistency(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("timeout %v is not positive", c.Timeout))
+	}
+	if c.ConnectTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("connect timeout %v is not positive", c.ConnectTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (r Replication) validate() []error {
+	var errs []error
+	if len(r.DataCenters) == 0 {
+		if r.Factor < 1 {
+			errs = append(errs, fmt.Errorf("replication factor %d is not positive", r.Factor))
+		}
+		return errs
+	}
+	if r.Factor != 0 {
+		errs = append(errs, errors.New("replication names both a factor and data centres; give one"))
+	}
+	for _, dc := range slices.Sorted(maps.Keys(r.DataCenters)) {
+		if !dcRE.MatchString(dc) {
+			errs = append(errs, fmt.Errorf("replication data centre %q is not a valid name", dc))
+		}
+		if f := r.DataCenters[dc]; f < 1 {
+			errs = append(errs, fmt.Errorf("replication factor %d of data centre %q is not positive", f, dc))
+		}
+	}
+	return errs
+}
+
+// cql returns the replication map of CREATE KEYSPACE. r must be valid.
+func (r Replication) cql() string {
+	if len(r.DataCenters) == 0 {
+		return fmt.Sprintf("{'class': 'SimpleStrategy', 'replication_factor': %d}", r.Factor)
+	}
+	var b strings.Builder
+	b.WriteString("{'class': 'NetworkTopologyStrategy'")
+	for _, dc := range slices.Sorted(maps.Keys(r.DataCenters)) {
+		fmt.Fprintf(&b, ", '%s': %d", dc, r.DataCenters[dc])
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// consistency parses c.Consistency.
+func (c Config) consistency() (gocql.Consistency, error) {
+	v, err := gocql.ParseConsistencyWrapper(c.Consistency)
+	if err != nil {
+		return 0, fmt.Errorf("consistency %q is not a consistency level", c.Consistency)
+	}
+	switch v {
+	case gocql.One, gocql.LocalOne, gocql.Quorum, gocql.LocalQuorum, gocql.EachQuorum, gocql.All:
+		return v, nil
+	}
+	return 0, fmt.Errorf("consistency %s cannot serve both reads and writes; use ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, EACH_QUORUM or ALL", v)
+}
+
+// serialConsistency parses c.SerialConsistency.
+func (c Config) serialConsistency() (gocql.Consistency, error) {
+	v, err := gocql.ParseConsistencyWrapper(c.SerialConsistency)
+	if err != nil || (v != gocql.Serial && v != gocql.LocalSerial) {
+		return 0, fmt.Errorf("serial consistency %q is not SERIAL or LOCAL_SERIAL", c.SerialConsistency)
+	}
+	return v, nil
+}

@@ -1,0 +1,469 @@
+package cassandra
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// maxInList bounds the ids of one IN query.
+const maxInList = 100
+
+// GetReaction returns the row of (userID, contentID) and whether it exists.
+func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+	const op = "get reaction"
+	if err := ctx.Err(); err != nil {
+		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(userID) || !validKeyPart(contentID) {
+		return store.Reaction{}, false, invalidCall(op, "user %q, content %q", userID, contentID)
+	}
+	r, found, err := s.readReaction(ctx, s.cons, userID, contentID)
+	if err != nil {
+		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return r, found, nil
+}
+
+// readReaction reads one row at consistency c.
+func (s *Store) readReaction(ctx context.Context, c gocql.Consistency, userID, contentID string) (store.Reaction, bool, error) {
+	var (
+		row    rawReaction
+		r      = store.Reaction{UserID: userID, ContentID: contentID}
+		q      = s.session.Query(s.q.getReaction, userID, contentID).Consistency(c).Idempotent(true)
+		scanTo = []any{&row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt}
+	)
+	err := q.ScanContext(ctx, scanTo...)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return store.Reaction{}, false, nil
+	}
+	if err != nil {
+		return store.Reaction{}, false, unavailable(err)
+	}
+	if err := row.decode(&r); err != nil {
+		return store.Reaction{}, false, err
+	}
+	return r, true, nil
+}
+
+// rawReaction holds the columns of a user_likes row that need decoding.
+type rawReaction struct {
+	action, region string
+	incarnation    int64
+	updatedAt      int64
+}
+
+func (raw *rawReaction) decode(r *store.Reaction) error {
+	a, ok := store.ParseAction(raw.action)
+	if !ok || a == store.ActionNone {
+		return fmt.Errorf("%w: reaction (%q, %q) has action %q", ErrCorrupt, r.UserID, r.ContentID, raw.action)
+	}
+	r.Action = a
+	r.Region = raw.region
+	r.Incarnation = uint64(raw.incarnation)
+	r.UpdatedAt = fromMicros(raw.updatedAt)
+	return nil
+}
+
+// GetReactions returns the rows of userID for contentIDs that exist, keyed by
+// content id. The rows are in one partition, read with one query per 100
+// ids. The map is never nil.
+func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+	const op = "get reactions"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(userID) {
+		return nil, invalidCall(op, "user %q", userID)
+	}
+	for _, c := range contentIDs {
+		if !validKeyPart(c) {
+			return nil, invalidCall(op, "content %q", c)
+		}
+	}
+	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
+	out := make(map[string]store.Reaction, len(ids))
+	for chunk := range slices.Chunk(ids, maxInList) {
+		iter := s.query(s.q.getReactions, userID, chunk).Idempotent(true).IterContext(ctx)
+		var (
+			row rawReaction
+			r   = store.Reaction{UserID: userID}
+		)
+		for iter.Scan(&r.ContentID, &row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt) {
+			if err := row.decode(&r); err != nil {
+				_ = iter.Close() // the decode error is the one to report
+				return nil, fmt.Errorf("cannot %s: %w", op, err)
+			}
+			out[r.ContentID] = r
+		}
+		if err := iter.Close(); err != nil {
+			return nil, fmt.Errorf("cannot %s: %w", op, unavailable(err))
+		}
+	}
+	return out, nil
+}
+
+// checkRow validates a row about to be stored.
+func checkRow(op string, r *store.Reaction) error {
+	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
+		return invalidCall(op, "user %q, content %q", r.UserID, r.ContentID)
+	}
+	if r.Action != store.ActionLike && r.Action != store.ActionDislike {
+		return invalidCall(op, "action %v cannot be stored", r.Action)
+	}
+	if !utf8.ValidString(r.Region) {
+		return invalidCall(op, "region %q is not UTF-8", r.Region)
+	}
+	return nil
+}
+
+// InsertReaction stores r if no row exists for (r.UserID, r.ContentID) and
+// reports whether it did (INSERT … IF NOT EXISTS). r.Version should be 1 and
+// r.Incarnation fresh: an unknown outcome is settled by looking for it.
+func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
+	const op = "insert reaction"
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := checkRow(op, &r); err != nil {
+		return false, err
+	}
+	applied, err := s.lwt(ctx, r.UserID, r.ContentID, func(cur store.Reaction, found bool) outcome {
+		return decideInsert(r, cur, found)
+	}, s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt))
+	if err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !applied {
+		return false, nil
+	}
+	if err := s.putIndex(ctx, &r); err != nil {
+		return true, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return true, nil
+}
+
+// UpdateReaction replaces the row of (prev.UserID, prev.ContentID) with next
+// if the stored row still has prev.Version and prev.Incarnation, and reports
+// whether it did. next must name the same row, keep the incarnation and have
+// version prev.Version+1.
+func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (bool, error) {
+	const op = "update reaction"
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := checkRow(op, &next); err != nil {
+		return false, err
+	}
+	switch {
+	case next.UserID != prev.UserID || next.ContentID != prev.ContentID:
+		return false, invalidCall(op, "next row (%q, %q) is not prev row (%q, %q)",
+			next.UserID, next.ContentID, prev.UserID, prev.ContentID)
+	case next.Incarnation != prev.Incarnation:
+		return false, invalidCall(op, "incarnation changes from %d to %d", prev.Incarnation, next.Incarnation)
+	case next.Version != prev.Version+1:
+		return false, invalidCall(op, "version goes from %d to %d", prev.Version, next.Version)
+	}
+	applied, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur store.Reaction, found bool) outcome {
+		return decideUpdate(prev, next, cur, found)
+	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
+		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
+	if err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !applied {
+		return false, nil
+	}
+	if err := s.putIndex(ctx, &next); err != nil {
+		return true, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return true, nil
+}
+
+// DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
+// still has prev.Version and prev.Incarnation, and reports whether it did.
+func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, error) {
+	const op = "delete reaction"
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(prev.UserID) || !validKeyPart(prev.ContentID) {
+		return false, invalidCall(op, "user %q, content %q", prev.UserID, prev.ContentID)
+	}
+	applied, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur store.Reaction, found bool) outcome {
+		return decideDelete(prev, cur, found)
+	}, s.q.delReact, prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
+	if err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !applied {
+		return false, nil
+	}
+	if err := s.delIndex(ctx, &prev); err != nil {
+		return true, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return true, nil
+}
+
+// decideInsert settles an insert of r: only this insert creates a row of
+// r's incarnation. No row, or another incarnation's, means it did not apply
+// (unless it applied and a reader of it deleted the row within the moments
+// the outcome was open, which this cannot see).
+func decideInsert(r, cur store.Reaction, found bool) outcome {
+	if found && cur.Incarnation == r.Incarnation {
+		return outcomeApplied
+	}
+	return outcomeNotApplied
+}
+
+// decideUpdate settles an update of prev to next.
+func decideUpdate(prev, next, cur store.Reaction, found bool) outcome {
+	switch {
+	case !found || cur.Incarnation != next.Incarnation:
+		// Deleted since: from next (after this update) or from prev (by a
+		// competitor, instead of it). No way to tell.
+		return outcomeUnknown
+	case cur.Version <= prev.Version:
+		return outcomeNotApplied // the condition still holds: nothing applied
+	case cur.Version == next.Version && sameContent(cur, next):
+		return outcomeApplied
+	case cur.Version == next.Version:
+		return outcomeNotApplied // a competitor made this version
+	}
+	return outcomeUnknown // moved past next: was next.Version this update's?
+}
+
+// decideDelete settles a delete of prev.
+func decideDelete(prev, cur store.Reaction, found bool) outcome {
+	if found && cur.Incarnation == prev.Incarnation {
+		return outcomeNotApplied // a deleted incarnation never comes back
+	}
+	// Gone: deleted by this call or by a competitor holding the same
+	// version.
+	return outcomeUnknown
+}
+
+// sameContent reports whether two rows of one key hold the same change.
+func sameContent(a, b store.Reaction) bool {
+	return a.Action == b.Action && a.Region == b.Region && a.Version == b.Version &&
+		a.Incarnation == b.Incarnation && micros(a.UpdatedAt) == micros(b.UpdatedAt)
+}
+
+// lwt runs a lightweight transaction on the row (userID, contentID) and
+// reports whether it applied. The statement is not marked idempotent, so
+// the driver never retries it. It runs to its end even if ctx ends first (an
+// abandoned transaction is an unknown outcome), bounded by the request
+// timeout. When it fails in a way that leaves the outcome open, settle
+// decides with decide.
+func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(cur store.Reaction, found bool) outcome,
+	stmt string, values ...any) (bool, error) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
+	defer cancel()
+	sent := time.Now()
+	q := s.query(stmt, values...).SerialConsistency(s.serialCons).Idempotent(false)
+	applied, err := q.MapScanCASContext(lctx, make(map[string]any, 4))
+	if err == nil {
+		return applied, nil
+	}
+	if !unknownOutcome(err) {
+		return false, unavailable(err)
+	}
+	var answered gocql.RequestError
+	if !errors.As(err, &answered) {
+		// The client gave up (no answer in time, connection lost): the
+		// coordinator may still be running the transaction and could apply
+		// it after the settling read. Wait until it must have given up: the
+		// request timeout is above the server's LWT timeouts.
+		time.Sleep(time.Until(sent.Add(s.timeout)))
+	}
+	return s.settle(ctx, userID, contentID, err, decide)
+}
+
+// unknownOutcome reports whether a lightweight transaction that failed with
+// err may nevertheless have applied: every error except those with which
+// the coordinator refuses a request before running it.
+func unknownOutcome(err error) bool {
+	var (
+		unavail   *gocql.RequestErrUnavailable
+		overload  *gocql.RequestErrOverloaded
+		bootstrap *gocql.RequestErrBootstrapping
+		syntax    *gocql.RequestErrSyntax
+		invalid   *gocql.RequestErrInvalid
+		cfgErr    *gocql.RequestErrConfig
+		unauth    *gocql.RequestErrUnauthorized
+		unprep    *gocql.RequestErrUnprepared
+	)
+	switch {
+	case errors.Is(err, gocql.ErrNoConnections), errors.Is(err, gocql.ErrSessionClosed),
+		errors.As(err, &unavail), errors.As(err, &overload), errors.As(err, &bootstrap),
+		errors.As(err, &syntax), errors.As(err, &invalid), errors.As(err, &cfgErr),
+		errors.As(err, &unauth), errors.As(err, &unprep):
+		return false
+	}
+	// Write and read timeouts (of type CAS or not), CAS_WRITE_UNKNOWN, a
+	// connection lost or a request abandoned after it was sent.
+	return true
+}
+
+// outcome is what a settled row says about a lightweight transaction.
+type outcome uint8
+
+const (
+	outcomeNotApplied outcome = iota
+	outcomeApplied
+	outcomeUnknown
+)
+
+// settle decides whether a lightweight transaction on (userID, contentID)
+// that failed with cause applied. It reads the row at serial consistency,
+// which first completes any proposal that a replica accepted but nobody
+// committed, the failed one included, so the row it returns no longer
+// depends on that transaction; decide then compares it with what the
+// transaction would have written. The read runs even when ctx has ended
+// (the caller must learn what happened), bounded by twice the request
+// timeout.
+func (s *Store) settle(ctx context.Context, userID, contentID string, cause error,
+	decide func(cur store.Reaction, found bool) outcome) (bool, error) {
+	s.counters.Settled.Add(1)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
+	defer cancel()
+	cur, found, err := s.readReaction(rctx, s.serialCons, userID, contentID)
+	if err != nil {
+		s.counters.Unknown.Add(1)
+		return false, fmt.Errorf("%w: %w: after %w: serial read failed: %w", store.ErrUnavailable, ErrOutcomeUnknown, cause, err)
+	}
+	switch decide(cur, found) {
+	case outcomeApplied:
+		return true, nil
+	case outcomeNotApplied:
+		return false, nil
+	}
+	s.counters.Unknown.Add(1)
+	return false, fmt.Errorf("%w: %w: after %w: the row moved on (found %v, version %d)",
+		store.ErrUnavailable, ErrOutcomeUnknown, cause, found, cur.Version)
+}
+
+// followUp returns the context of a write that follows an applied
+// transaction: it must be attempted even if ctx ended meanwhile.
+func (s *Store) followUp(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
+}
+
+// putIndex writes the by-content entry of row r, with write timestamp
+// r.Version: a later version of the same incarnation always wins, in
+// whatever order the writes arrive.
+func (s *Store) putIndex(ctx context.Context, r *store.Reaction) error {
+	ctx, cancel := s.followUp(ctx)
+	defer cancel()
+	err := s.query(s.q.putIndex, r.ContentID, r.UserID, int64(r.Incarnation), r.Action.String(), r.Region, r.Version, r.Version).
+		Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		s.counters.IndexBehind.Add(1)
+		return fmt.Errorf("%w: %w: %w", store.ErrUnavailable, ErrIndexBehind, err)
+	}
+	return nil
+}
+
+// delIndex deletes the by-content entry of prev's incarnation, with write
+// timestamp prev.Version+1: above every entry that incarnation ever wrote.
+func (s *Store) delIndex(ctx context.Context, prev *store.Reaction) error {
+	ctx, cancel := s.followUp(ctx)
+	defer cancel()
+	err := s.query(s.q.delIndex, prev.Version+1, prev.ContentID, prev.UserID, int64(prev.Incarnation)).
+		Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		s.counters.IndexBehind.Add(1)
+		return fmt.Errorf("%w: %w: %w", store.ErrUnavailable, ErrIndexBehind, err)
+	}
+	return nil
+}
+
+// CountReactions counts the reactions on contentID by the region that
+// recorded each row, from the by-content entries (one partition, paged).
+// Regions are sorted; an item without reactions has none.
+//
+// A user with entries of more than one incarnation (left by a crash between
+// a delete and its entry's removal) is counted once, by the incarnation
+// that user_likes holds, if any.
+func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error) {
+	const op = "count reactions"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if !validKeyPart(contentID) {
+		return nil, invalidCall(op, "content %q", contentID)
+	}
+	type entry struct {
+		user, action, region string
+		incarnation          int64
+	}
+	var (
+		out   []store.RegionTally
+		group []entry // the entries of one user
+	)
+	add := func(action, region string) error {
+		a, ok := store.ParseAction(action)
+		if !ok || a == store.ActionNone {
+			return fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, action)
+		}
+		// An item has reactions from a handful of regions: a linear search
+		// beats a map.
+		i := slices.IndexFunc(out, func(t store.RegionTally) bool { return t.Region == region })
+		if i < 0 {
+			out = append(out, store.RegionTally{Region: region})
+			i = len(out) - 1
+		}
+		if a == store.ActionLike {
+			out[i].Likes++
+		} else {
+			out[i].Dislikes++
+		}
+		return nil
+	}
+	flush := func() error {
+		switch len(group) {
+		case 0:
+			return nil
+		case 1:
+			return add(group[0].action, group[0].region)
+		}
+		cur, found, err := s.readReaction(ctx, s.cons, group[0].user, contentID)
+		if err != nil || !found {
+			return err
+		}
+		for _, e := range group {
+			if e.incarnation == int64(cur.Incarnation) {
+				return add(e.action, e.region)
+			}
+		}
+		return nil
+	}
+	iter := s.query(s.q.countIndex, contentID).Idempotent(true).IterContext(ctx)
+	var e entry
+	for iter.Scan(&e.user, &e.incarnation, &e.action, &e.region) {
+		if len(group) > 0 && group[0].user != e.user {
+			if err := flush(); err != nil {
+				_ = iter.Close() // the flush error is the one to report
+				return nil, fmt.Errorf("cannot %s: %w", op, err)
+			}
+			group = group[:0]
+		}
+		group = append(group, e)
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, unavailable(err))
+	}
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	slices.SortFunc(out, func(a, b store.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	return out, nil
+}

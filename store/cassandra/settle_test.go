@@ -1,0 +1,310 @@
+package cassandra
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// errCut is what a connection cut by cutDialer reports.
+var errCut = errors.New("connection cut by test")
+
+// cutDialer opens real connections to the node and can lose the answer to
+// one chosen request: after the next write that contains the armed marker,
+// its connection still delivers the request and lets the node answer, but
+// drops the answer and reports a broken connection. The node has then run
+// the request while the client cannot know its outcome.
+type cutDialer struct {
+	d      net.Dialer
+	mu     sync.Mutex
+	marker []byte
+}
+
+func (c *cutDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: conn, d: c}, nil
+}
+
+// arm makes the next write containing marker the last answered one of its
+// connection.
+func (c *cutDialer) arm(marker string) {
+	c.mu.Lock()
+	c.marker = []byte(marker)
+	c.mu.Unlock()
+}
+
+// armed reports whether the marker still waits for its write.
+func (c *cutDialer) armed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.marker != nil
+}
+
+func (c *cutDialer) take(p []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.marker != nil && bytes.Contains(p, c.marker) {
+		c.marker = nil
+		return true
+	}
+	return false
+}
+
+type cutConn struct {
+	net.Conn
+	d    *cutDialer
+	mu   sync.Mutex
+	dead bool
+}
+
+func (c *cutConn) Write(p []byte) (int, error) {
+	// Marked dead before the write, so that no part of the answer, however
+	// fast, gets through.
+	if c.d.take(p) {
+		c.mu.Lock()
+		c.dead = true
+		c.mu.Unlock()
+	}
+	return c.Conn.Write(p)
+}
+
+// Read passes the node's bytes on until the connection is cut; from then
+// on the next answer is read (the node has run the request) and dropped.
+func (c *cutConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
+	if dead {
+		return 0, errCut
+	}
+	return n, err
+}
+
+// TestSettleLostAnswer runs reaction writes whose answer is lost after the
+// node ran them, and checks that the store settles each outcome correctly
+// by reading the row at serial consistency.
+func TestSettleLostAnswer(t *testing.T) {
+	cfg, _ := testKeyspace(t)
+	d := &cutDialer{}
+	cfg.dialer = d
+	cfg.Timeout = time.Second // the wait before settling; the node is idle
+	s := openStore(t, cfg)
+	ctx := t.Context()
+
+	t0 := time.Now().Truncate(time.Microsecond)
+	newRow := func(user string) store.Reaction {
+		return store.Reaction{UserID: user, ContentID: "c-" + user, Action: store.ActionLike, Region: "eu-west",
+			Version: 1, Incarnation: uint64(len(user)) << 40, UpdatedAt: t0}
+	}
+	bump := func(r store.Reaction) store.Reaction {
+		r.Action, r.Region, r.Version = store.ActionDislike, "us-east", r.Version+1
+		r.UpdatedAt = r.UpdatedAt.Add(time.Millisecond)
+		return r
+	}
+	mustInsert := func(r store.Reaction) {
+		t.Helper()
+		if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+			t.Fatalf("InsertReaction = %v, %v; want true, nil", ok, err)
+		}
+	}
+
+	tests := []struct {
+		name        string
+		user        string
+		call        func(user string) (applied bool, err error)
+		wantApplied bool
+		wantUnknown bool
+		wantRow     func(user string) *store.Reaction // nil: no row
+		wantCount   []store.RegionTally
+	}{
+		{
+			name: "insert applied",
+			user: "u-insert",
+			call: func(u string) (bool, error) {
+				d.arm(u)
+				return s.InsertReaction(ctx, newRow(u))
+			},
+			wantApplied: true,
+			wantRow:     func(u string) *store.Reaction { r := newRow(u); return &r },
+			wantCount:   []store.RegionTally{{Region: "eu-west", Likes: 1}},
+		},
+		{
+			name: "insert refused",
+			user: "u-insert-refused",
+			call: func(u string) (bool, error) {
+				mustInsert(newRow(u))
+				other := newRow(u)
+				other.Incarnation++
+				d.arm(u)
+				return s.InsertReaction(ctx, other)
+			},
+			wantRow:   func(u string) *store.Reaction { r := newRow(u); return &r },
+			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+		},
+		{
+			name: "update applied",
+			user: "u-update",
+			call: func(u string) (bool, error) {
+				mustInsert(newRow(u))
+				d.arm(u)
+				return s.UpdateReaction(ctx, newRow(u), bump(newRow(u)))
+			},
+			wantApplied: true,
+			wantRow:     func(u string) *store.Reaction { r := bump(newRow(u)); return &r },
+			wantCount:   []store.RegionTally{{Region: "us-east", Dislikes: 1}},
+		},
+		{
+			name: "update refused",
+			user: "u-update-refused",
+			call: func(u string) (bool, error) {
+				mustInsert(newRow(u))
+				stale := newRow(u)
+				stale.Version = 7
+				d.arm(u)
+				return s.UpdateReaction(ctx, stale, bump(stale))
+			},
+			wantRow:   func(u string) *store.Reaction { r := newRow(u); return &r },
+			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+		},
+		{
+			// A vanished row does not say whose delete removed it.
+			name: "delete unknown",
+			user: "u-delete",
+			call: func(u string) (bool, error) {
+				mustInsert(newRow(u))
+				d.arm(u)
+				return s.DeleteReaction(ctx, newRow(u))
+			},
+			wantUnknown: true,
+			wantRow:     func(string) *store.Reaction { return nil },
+			// The entry stays until a recount repairs it.
+			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+		},
+		{
+			name: "delete refused",
+			user: "u-delete-refused",
+			call: func(u string) (bool, error) {
+				mustInsert(newRow(u))
+				stale := newRow(u)
+				stale.Version = 7
+				d.arm(u)
+				return s.DeleteReaction(ctx, stale)
+			},
+			wantRow:   func(u string) *store.Reaction { r := newRow(u); return &r },
+			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			settled := s.Counters().Settled.Load()
+			applied, err := tt.call(tt.user)
+			if d.armed() {
+				t.Fatal("the request never went out with its marker; the test proves nothing")
+			}
+			if got := s.Counters().Settled.Load() - settled; got != 1 {
+				t.Fatalf("%d calls settled; want 1 (call = %v, %v)", got, applied, err)
+			}
+			switch {
+			case tt.wantUnknown:
+				if applied || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, store.ErrUnavailable) {
+					t.Fatalf("call = %v, %v; want false, ErrOutcomeUnknown and store.ErrUnavailable", applied, err)
+				}
+			case err != nil || applied != tt.wantApplied:
+				t.Fatalf("call = %v, %v; want %v, nil", applied, err, tt.wantApplied)
+			}
+			got, found, err := s.GetReaction(ctx, tt.user, "c-"+tt.user)
+			want := tt.wantRow(tt.user)
+			switch {
+			case err != nil:
+				t.Fatalf("GetReaction: %v", err)
+			case want == nil && found:
+				t.Fatalf("row = %+v; want none", got)
+			case want != nil && (!found || !sameContent(got, *want)):
+				t.Fatalf("row = %+v (found %v); want %+v", got, found, *want)
+			}
+			tally, err := s.CountReactions(ctx, "c-"+tt.user)
+			if err != nil || len(tally) != len(tt.wantCount) || (len(tally) == 1 && tally[0] != tt.wantCount[0]) {
+				t.Fatalf("CountReactions = %+v, %v; want %+v", tally, err, tt.wantCount)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	base := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 4, Incarnation: 9,
+		UpdatedAt: time.Unix(100, 0)}
+	next := base
+	next.Action, next.Version, next.UpdatedAt = store.ActionDislike, 5, time.Unix(101, 0)
+	competitor := next
+	competitor.Region = "us-east"
+	later := next
+	later.Version = 6
+	reborn := base
+	reborn.Incarnation, reborn.Version = 10, 1
+	fresh := base
+	fresh.Version = 1
+
+	tests := []struct {
+		name string
+		got  outcome
+		want outcome
+	}{
+		{"insert: own row", decideInsert(fresh, fresh, true), outcomeApplied},
+		{"insert: own row, changed since", decideInsert(fresh, later, true), outcomeApplied},
+		{"insert: another incarnation", decideInsert(fresh, reborn, true), outcomeNotApplied},
+		{"insert: no row", decideInsert(fresh, store.Reaction{}, false), outcomeNotApplied},
+		{"update: still prev", decideUpdate(base, next, base, true), outcomeNotApplied},
+		{"update: next", decideUpdate(base, next, next, true), outcomeApplied},
+		{"update: competitor at next version", decideUpdate(base, next, competitor, true), outcomeNotApplied},
+		{"update: past next", decideUpdate(base, next, later, true), outcomeUnknown},
+		{"update: deleted", decideUpdate(base, next, store.Reaction{}, false), outcomeUnknown},
+		{"update: re-created", decideUpdate(base, next, reborn, true), outcomeUnknown},
+		{"delete: row lives", decideDelete(base, base, true), outcomeNotApplied},
+		{"delete: row moved on", decideDelete(base, later, true), outcomeNotApplied},
+		{"delete: gone", decideDelete(base, store.Reaction{}, false), outcomeUnknown},
+		{"delete: re-created", decideDelete(base, reborn, true), outcomeUnknown},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: outcome %d; want %d", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestUnknownOutcome(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"CAS write timeout", &gocql.RequestErrWriteTimeout{WriteType: "CAS"}, true},
+		{"commit write timeout", &gocql.RequestErrWriteTimeout{WriteType: "SIMPLE"}, true},
+		{"CAS write unknown", &gocql.RequestErrCASWriteUnknown{}, true},
+		{"read timeout", &gocql.RequestErrReadTimeout{}, true},
+		{"no answer", gocql.ErrTimeoutNoResponse, true},
+		{"connection lost", gocql.ErrConnectionClosed, true},
+		{"abandoned", context.DeadlineExceeded, true},
+		{"unavailable", &gocql.RequestErrUnavailable{}, false},
+		{"overloaded", &gocql.RequestErrOverloaded{}, false},
+		{"no connections", gocql.ErrNoConnections, false},
+		{"closed", gocql.ErrSessionClosed, false},
+		{"invalid", &gocql.RequestErrInvalid{}, false},
+	}
+	for _, tt := range tests {
+		if got := unknownOutcome(tt.err); got != tt.want {
+			t.Errorf("unknownOutcome(%s) = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}

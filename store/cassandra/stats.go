@@ -1,0 +1,293 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// fanOut bounds the single-partition requests one call has in flight.
+const fanOut = 16
+
+// statsRead selects how ReadStats reads a batch of ids.
+type statsRead uint8
+
+const (
+	statsIn       statsRead = iota // one multi-partition IN query per 100 ids
+	statsParallel                  // one single-partition query per id, in parallel
+)
+
+// ReadStats returns every Stats row (global and regional) of each of
+// contentIDs, keyed by content id with rows sorted by scope. Ids without
+// rows are absent. The map is never nil.
+//
+// The rows of one item are one partition, sorted by scope: one id is one
+// single-partition query. A batch of ids is one IN query per 100 ids. On
+// this project's 2-core test machine that read 2.5–2.7× more items per
+// second than the same ids as parallel single-partition queries when 16
+// callers read at once, and 0.8–0.95× as many with a single caller (see
+// BenchmarkReadStats): per-request overhead, not partition reads, is what a
+// busy node runs out of, and reads reach the store only on cache misses.
+func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+	return s.readStats(ctx, contentIDs, statsIn)
+}
+
+func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRead) (map[string][]store.Stats, error) {
+	const op = "read stats"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	for _, id := range contentIDs {
+		if !validKeyPart(id) {
+			return nil, invalidCall(op, "content %q", id)
+		}
+	}
+	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
+	out := make(map[string][]store.Stats, len(ids))
+	var err error
+	switch {
+	case len(ids) == 0:
+	case len(ids) == 1:
+		var rows []store.Stats
+		rows, err = s.readItem(ctx, ids[0])
+		if len(rows) > 0 {
+			out[ids[0]] = rows
+		}
+	case mode == statsParallel:
+		err = s.readParallel(ctx, ids, out)
+	default:
+		err = s.readIn(ctx, ids, out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return out, nil
+}
+
+// readItem reads the rows of one item.
+func (s *Store) readItem(ctx context.Context, id string) ([]store.Stats, error) {
+	iter := s.query(s.q.readStats, id).Idempotent(true).IterContext(ctx)
+	var (
+		rows []store.Stats
+		row  = store.Stats{ContentID: id}
+		raw  rawStats
+	)
+	for iter.Scan(&row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
+		raw.decode(&row)
+		rows = append(rows, row)
+		row = store.Stats{ContentID: id}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, unavailable(err)
+	}
+	return rows, nil
+}
+
+func (s *Store) readParallel(ctx context.Context, ids []string, out map[string][]store.Stats) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fanOut)
+	for _, id := range ids {
+		g.Go(func() error {
+			rows, err := s.readItem(gctx, id)
+			if err != nil || len(rows) == 0 {
+				return err
+			}
+			mu.Lock()
+			out[id] = rows
+			mu.Unlock()
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+func (s *Store) readIn(ctx context.Context, ids []string, out map[string][]store.Stats) error {
+	for chunk := range slices.Chunk(ids, maxInList) {
+		iter := s.query(s.q.readStatsIn, chunk).Idempotent(true).IterContext(ctx)
+		var (
+			row store.Stats
+			raw rawStats
+		)
+		for iter.Scan(&row.ContentID, &row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
+			raw.decode(&row)
+			out[row.ContentID] = append(out[row.ContentID], row)
+			row = store.Stats{}
+		}
+		if err := iter.Close(); err != nil {
+			return unavailable(err)
+		}
+	}
+	return nil
+}
+
+// rawStats holds the columns of a content_stats row that need decoding.
+type rawStats struct {
+	updatedAt, lastSeq int64
+}
+
+func (raw *rawStats) decode(row *store.Stats) {
+	row.UpdatedAt = fromMicros(raw.updatedAt)
+	row.LastSeq = uint64(raw.lastSeq)
+}
+
+// WriteStats stores rows as given, each replacing the row of its (ContentID,
+// Scope). The rows of one item are one partition and go in one unlogged
+// batch, so they are applied together and isolated from readers; items go
+// in parallel and are independent: after an error, some items may have
+// been written and others not. Every row carries LastSeq, so the rollup
+// re-applies a failed message without double counting. Writes are plain
+// values with one client timestamp per call, above any this Store used
+// before: safe to retry, and the later of two calls wins.
+func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
+	const op = "write stats"
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	for i := range rows {
+		r := &rows[i]
+		if !validKeyPart(r.ContentID) || !validKeyPart(r.Scope) {
+			return invalidCall(op, "row %d: content %q, scope %q", i, r.ContentID, r.Scope)
+		}
+		for name := range r.Counters {
+			if !validKeyPart(name) {
+				return invalidCall(op, "row %d: counter %q", i, name)
+			}
+		}
+	}
+	groups := groupByItem(rows)
+	ts := s.writeTimestamp()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fanOut)
+	for _, group := range groups {
+		g.Go(func() error { return s.writeItem(gctx, group, ts) })
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return nil
+}
+
+// groupByItem groups rows by content id in order of first appearance. Of
+// two rows with the same key the later one wins, as if written in order
+// (in one batch with one timestamp Cassandra would pick by value).
+func groupByItem(rows []store.Stats) [][]*store.Stats {
+	var groups [][]*store.Stats
+	index := make(map[string]int, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		gi, ok := index[r.ContentID]
+		if !ok {
+			gi = len(groups)
+			index[r.ContentID] = gi
+			groups = append(groups, nil)
+		}
+		g := groups[gi]
+		if j := slices.IndexFunc(g, func(o *store.Stats) bool { return o.Scope == r.Scope }); j >= 0 {
+			g[j] = r
+			continue
+		}
+		groups[gi] = append(g, r)
+	}
+	return groups
+}
+
+func statsArgs(r *store.Stats) []any {
+	var counters map[string]int64
+	if len(r.Counters) > 0 {
+		counters = r.Counters
+	}
+	return []any{r.ContentID, r.Scope, r.Likes, r.Dislikes, counters, micros(r.UpdatedAt), int64(r.LastSeq)}
+}
+
+// writeItem writes the rows of one item at timestamp ts.
+func (s *Store) writeItem(ctx context.Context, rows []*store.Stats, ts int64) error {
+	if len(rows) == 1 {
+		err := s.query(s.q.writeStats, statsArgs(rows[0])...).WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
+		return unavailable(err)
+	}
+	b := s.session.Batch(gocql.UnloggedBatch).Consistency(s.cons).WithTimestamp(ts)
+	for _, r := range rows {
+		b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.writeStats, Args: statsArgs(r), Idempotent: true})
+	}
+	return unavailable(b.ExecContext(ctx))
+}
+
+// PutTrending stores t, replacing the list of t.TrendingKey.
+func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
+	const op = "put trending"
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := checkTrendingKey(op, t.TrendingKey); err != nil {
+		return err
+	}
+	ids := make([]string, len(t.Items))
+	counts := make([]int64, len(t.Items))
+	errs := make([]int64, len(t.Items))
+	for i, it := range t.Items {
+		if !validKeyPart(it.ContentID) {
+			return invalidCall(op, "item %d: content %q", i, it.ContentID)
+		}
+		ids[i], counts[i], errs[i] = it.ContentID, it.Count, it.Error
+	}
+	err := s.query(s.q.putTrending, t.Scope, t.Counter, t.Window, micros(t.AsOf), ids, counts, errs).
+		WithTimestamp(s.writeTimestamp()).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", op, unavailable(err))
+	}
+	return nil
+}
+
+// GetTrending returns the list of k and whether it exists.
+func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error) {
+	const op = "get trending"
+	if err := ctx.Err(); err != nil {
+		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := checkTrendingKey(op, k); err != nil {
+		return store.Trending{}, false, err
+	}
+	var (
+		asOf          int64
+		ids           []string
+		counts, errsN []int64
+	)
+	err := s.query(s.q.getTrending, k.Scope, k.Counter, k.Window).Idempotent(true).
+		ScanContext(ctx, &asOf, &ids, &counts, &errsN)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return store.Trending{}, false, nil
+	}
+	if err != nil {
+		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, unavailable(err))
+	}
+	if len(counts) != len(ids) || len(errsN) != len(ids) {
+		return store.Trending{}, false, fmt.Errorf("cannot %s: %w: %d ids, %d counts, %d errors",
+			op, ErrCorrupt, len(ids), len(counts), len(errsN))
+	}
+	t := store.Trending{TrendingKey: k, AsOf: fromMicros(asOf)}
+	if len(ids) > 0 {
+		t.Items = make([]store.TrendingItem, len(ids))
+		for i := range ids {
+			t.Items[i] = store.TrendingItem{ContentID: ids[i], Count: counts[i], Error: errsN[i]}
+		}
+	}
+	return t, true, nil
+}
+
+func checkTrendingKey(op string, k store.TrendingKey) error {
+	if !validKeyPart(k.Scope) || !validKeyPart(k.Counter) || !validKeyPart(k.Window) {
+		return invalidCall(op, "scope %q, counter %q, window %q", k.Scope, k.Counter, k.Window)
+	}
+	return nil
+}
