@@ -657,5 +657,29 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 		a.putBuf(bp)
 		return
 	}
+	if d, ok := a.svc.(Degrader); ok {
+		if problems := d.Degraded(r.Context()); len(problems) > 0 {
+			bp := a.getBuf()
+			buf := append((*bp)[:0], `{"status":"degraded","degraded":[`...)
+			for i, p := range problems {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendString(buf, p)
+			}
+			*bp = append(buf, "]}"...)
+			writeJSON(w, http.StatusOK, *bp)
+			a.putBuf(bp)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+}
+
+// Degrader is implemented by a Service that can run with a dependency
+// down (e.g. the Redis directory: writes go on with cached shard counts).
+// /readyz then stays 200, so load balancers keep sending writes, and lists
+// what is degraded.
+type Degrader interface {
+	Degraded(ctx context.Context) []string
 }

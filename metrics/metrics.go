@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
@@ -87,5 +88,27 @@ func RegisterConsumer(reg prometheus.Registerer, c *natsjs.Consumer) error {
 		{"edgecount_consumer_redelivered_total", "Messages the broker delivered more than once.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Redelivered })},
 		{"edgecount_consumer_ack_errors_total", "Acknowledgements the broker did not confirm.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.AckErrors })},
 		{"edgecount_consumer_fetch_errors_total", "Failed fetches from the broker.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.FetchErrors })},
+	}, nil)
+}
+
+// RegisterRedisDirectory exports the Redis shard directory's totals.
+func RegisterRedisDirectory(reg prometheus.Registerer, d *redisdir.Directory) error {
+	stat := func(f func(redisdir.Stats) uint64) func() float64 {
+		return func() float64 { return float64(f(d.Stats())) }
+	}
+	return register(reg, []metricFunc{
+		{"edgecount_directory_redis_up", "1 while the Redis directory answers and its subscription holds; writes go on without it.", true,
+			func() float64 {
+				if d.Stats().Up {
+					return 1
+				}
+				return 0
+			}},
+		{"edgecount_directory_hits_total", "Shard lookups answered from the cache.", false, stat(func(s redisdir.Stats) uint64 { return s.Hits })},
+		{"edgecount_directory_misses_total", "Shard lookups answered with the default while fetching.", false, stat(func(s redisdir.Stats) uint64 { return s.Misses })},
+		{"edgecount_directory_fetch_errors_total", "Failed Redis fetches.", false, stat(func(s redisdir.Stats) uint64 { return s.FetchErrors })},
+		{"edgecount_directory_invalidations_total", "Invalidations received over pub/sub.", false, stat(func(s redisdir.Stats) uint64 { return s.Invalidations })},
+		{"edgecount_directory_dropped_total", "Misses not fetched because the queue was full.", false, stat(func(s redisdir.Stats) uint64 { return s.Dropped })},
+		{"edgecount_directory_changes_total", "Shard counts changed (live counters resharded).", false, stat(func(s redisdir.Stats) uint64 { return s.Changes })},
 	}, nil)
 }

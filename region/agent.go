@@ -118,6 +118,9 @@ type Publisher interface {
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
+	// Optional marks a dependency the agent can serve without (writes go
+	// on): its failure is reported by Degraded, not by Ready.
+	Optional bool
 }
 
 // Deps are the agent's dependencies.
@@ -310,9 +313,33 @@ func (a *Agent) Ready(ctx context.Context) error {
 	}
 	var errs []error
 	for _, c := range a.checks {
+		if c.Optional {
+			continue
+		}
 		if err := c.Fn(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Degraded lists the optional dependencies that are down.
+func (a *Agent) Degraded(ctx context.Context) []string {
+	var out []string
+	for _, c := range a.checks {
+		if !c.Optional {
+			continue
+		}
+		if err := c.Fn(ctx); err != nil {
+			out = append(out, c.Name+": "+err.Error())
+		}
+	}
+	return out
+}
+
+// Reshard changes the shard count of this region's live counter of an
+// item, without losing a delta; the shard directory calls it when an
+// entry changes.
+func (a *Agent) Reshard(contentID, counter string, shards int) {
+	a.counters.Reshard(Key{ContentID: contentID, Counter: counter, Region: a.cfg.Region}, shards)
 }

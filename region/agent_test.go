@@ -381,3 +381,39 @@ func TestCountsReadThroughCache(t *testing.T) {
 		t.Fatalf("cache hits = %d, want 1", h)
 	}
 }
+
+// indexBehind wraps a store whose writes apply but report a follow-up
+// failure, as the Cassandra store does when its by-content index lags.
+type indexBehind struct{ *embedded.Store }
+
+var errIndex = errors.New("by-content index behind")
+
+func (s indexBehind) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
+	ok, err := s.Store.InsertReaction(ctx, r)
+	if err != nil {
+		return ok, err
+	}
+	return ok, errIndex
+}
+
+// TestAppliedWithErrorIsCounted: a write that applied is counted even when
+// the store also reports an error, so the totals never miss a reaction
+// whose row changed.
+func TestAppliedWithErrorIsCounted(t *testing.T) {
+	st := openStore(t)
+	rec := newRecorder(t)
+	cfg := region.DefaultConfig("us", "us-a1")
+	a, err := region.New(cfg, region.Deps{Reactions: indexBehind{st}, Stats: st, Publisher: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	res, err := a.React(context.Background(), "u", "v", store.ActionLike)
+	if err != nil || !res.Changed || res.Version != 1 {
+		t.Fatalf("React = %+v, %v; want changed v1 without error", res, err)
+	}
+	stop(t, a)
+	if got := rec.totals()["v/like/us"]; got != 1 {
+		t.Fatalf("published likes = %d, want 1", got)
+	}
+}

@@ -10,9 +10,10 @@ import (
 
 // ReactionStore is what the agent needs of UserLikes. Each write is a
 // compare-and-set: it applies only if the row is still as the caller read it
-// (version and incarnation), and reports whether it applied. An error means
-// the outcome is unknown to the caller only if the implementation says so;
-// the agent re-reads before deciding anything.
+// (version and incarnation), and reports whether it applied. A write may
+// report applied together with an error (the row changed, something after
+// it failed): the agent then counts the change. An error with applied false
+// means nothing is known to have changed; the agent answers the error.
 type ReactionStore interface {
 	GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error)
 	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error)
@@ -94,8 +95,14 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action stor
 			next.Action, next.Region, next.Version, next.UpdatedAt = action, a.cfg.Region, cur.Version+1, now
 			applied, err = a.reactions.UpdateReaction(ctx, cur, next)
 		}
-		if err != nil {
+		if err != nil && !applied {
 			return ReactResult{}, fmt.Errorf("cannot write reaction: %w", err)
+		}
+		if err != nil {
+			// The row changed but the store reports a follow-up failure
+			// (e.g. its by-content index lags). The change happened, so
+			// its deltas must be counted; the recount repairs the index.
+			a.logger.Warn("reaction applied with a store warning", "user", userID, "content", contentID, "err", err)
 		}
 		if !applied {
 			a.stats.ReactionConflicts.Add(1)

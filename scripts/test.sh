@@ -3,9 +3,12 @@
 # the services the tests need (reusing any already running), runs go vet and
 # go test -race ./..., and stops what it started.
 #
-# In-process parts (NATS JetStream, the embedded store, memberlist) are
-# started by the tests themselves. Redis is Debian's redis-server. Under
-# CI=true a test that cannot reach its service fails instead of skipping.
+# Most tests start their parts in-process (NATS JetStream, the embedded
+# store). The rest need real servers on 127.0.0.1: nats-server built from
+# its Go module (scripts/nats.sh), Debian's redis-server (scripts/redis.sh)
+# and Cassandra 5.0 from Maven Central on Java 17 (scripts/cassandra.sh).
+# Under CI=true a test that cannot reach its server fails instead of
+# skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -34,8 +37,12 @@ bring_up() {
 }
 
 start=$SECONDS
+bring_up nats
 bring_up redis
+bring_up cassandra
+export EDGECOUNT_NATS=${EDGECOUNT_NATS:-127.0.0.1:4222}
 export EDGECOUNT_REDIS=${EDGECOUNT_REDIS:-127.0.0.1:6379}
+export EDGECOUNT_CASSANDRA=${EDGECOUNT_CASSANDRA:-127.0.0.1:9042}
 
 echo "== go vet ./..."
 go vet ./...

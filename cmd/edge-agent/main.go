@@ -35,20 +35,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	level, _ := parseLevel(cfg.LogLevel)
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	n, err := startStandalone(cfg, logger)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.Level()}))
+	n, err := startNode(cfg, logger)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on http://%s data=%s\n", cfg.Region, n.Addr(), cfg.Data)
+	fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on http://%s data=%s\n", cfg.Region, n.Addr(), cfg.Agent.Data)
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping", "cause", context.Cause(ctx))
 	case err := <-n.Failed():
 		logger.Error("component failed, stopping", "err", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Agent.ShutdownTimeout)
 	defer cancel()
 	start := time.Now()
 	if err := n.Shutdown(sctx); err != nil {

@@ -20,22 +20,22 @@ import (
 	"time"
 )
 
-// startNode starts a standalone node on a random port under dir.
-func startNode(t *testing.T, dir string, flush time.Duration) *standalone {
+// startTestNode starts a standalone node on a random port under dir.
+func startTestNode(t *testing.T, dir string, flush time.Duration) *node {
 	t.Helper()
 	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", dir, "--region", "local", "--flush-interval", flush.String()},
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := startStandalone(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-func shutdown(t *testing.T, n *standalone) {
+func shutdown(t *testing.T, n *node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -117,7 +117,7 @@ type reactionJSON struct {
 // survive.
 func TestStandaloneEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, 50*time.Millisecond)
+	n := startTestNode(t, dir, 50*time.Millisecond)
 	base := "http://" + n.Addr()
 
 	for _, u := range []string{"alice", "bob", "carol"} {
@@ -159,7 +159,7 @@ func TestStandaloneEndToEnd(t *testing.T) {
 	}
 
 	shutdown(t, n)
-	n = startNode(t, dir, 50*time.Millisecond)
+	n = startTestNode(t, dir, 50*time.Millisecond)
 	defer shutdown(t, n)
 	base = "http://" + n.Addr()
 	waitCounts(t, base, "video-1", "global", want1)
@@ -180,7 +180,7 @@ func TestStandaloneEndToEnd(t *testing.T) {
 // TestStandaloneConcurrentToggles: 50 clients toggle one user's reaction on
 // one item at once; the converged totals equal the final reaction.
 func TestStandaloneConcurrentToggles(t *testing.T) {
-	n := startNode(t, t.TempDir(), 50*time.Millisecond)
+	n := startTestNode(t, t.TempDir(), 50*time.Millisecond)
 	defer shutdown(t, n)
 	base := "http://" + n.Addr()
 	actions := []string{"like", "dislike", "none"}
@@ -284,15 +284,15 @@ func TestSIGTERMFlushesBeforeExit(t *testing.T) {
 // directory can be opened right away by another node).
 func TestStartFailureReleasesEverything(t *testing.T) {
 	dir := t.TempDir()
-	first := startNode(t, t.TempDir(), time.Second)
+	first := startTestNode(t, t.TempDir(), time.Second)
 	defer shutdown(t, first)
 	cfg, err := loadConfig([]string{"--http", first.Addr(), "--data", dir}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startStandalone(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
+	if _, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
 		t.Fatalf("start on a taken port: err = %v, want cannot listen", err)
 	}
-	n := startNode(t, dir, time.Second) // store and broker were released
+	n := startTestNode(t, dir, time.Second) // store and broker were released
 	shutdown(t, n)
 }

@@ -1,9 +1,9 @@
 // Command rollup consumes partial-sum partitions from NATS JetStream and
 // writes regional and global totals to the store.
 //
-// Until the Cassandra store lands, the rollup process writes to an embedded
-// store under --data; the standalone edge-agent runs the same rollup
-// in-process.
+// With a region file (cassandra.hosts set) it writes to Cassandra; without,
+// to an embedded store under --data. The standalone edge-agent runs the
+// same rollup in-process.
 package main
 
 import (
@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,9 +28,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/rollup"
+	"github.com/edgecount/edgecount/store/cassandra"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -45,61 +48,59 @@ func main() {
 	}
 }
 
-type config struct {
-	HTTP       string
-	Data       string
-	NATS       string
-	Partitions int
-	Owned      []uint32
-	LogLevel   slog.Level
-}
-
-func envOr(getenv func(string) string, name, def string) string {
-	if v := getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+// loadConfig builds the configuration from defaults, the --config file,
+// EDGECOUNT_* variables and flags (weakest first), listing every problem.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
+	cfg := config.Default()
 	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	httpAddr := fs.String("http", envOr(getenv, "EDGECOUNT_HTTP", "127.0.0.1:8081"), "HTTP `address` for /healthz, /readyz, /metrics (env EDGECOUNT_HTTP)")
-	data := fs.String("data", envOr(getenv, "EDGECOUNT_DATA", "./data-rollup"), "data `directory` of the embedded store (env EDGECOUNT_DATA)")
-	natsURL := fs.String("nats", envOr(getenv, "EDGECOUNT_NATS", "nats://127.0.0.1:4222"), "NATS `url` (env EDGECOUNT_NATS)")
-	parts := fs.Int("partitions", 16, "partitions of the partial-sum stream (must match the agents')")
+	file := fs.String("config", getenv("EDGECOUNT_CONFIG"), "YAML configuration `file`, e.g. deploy/regions/us-east.yaml (env EDGECOUNT_CONFIG)")
+	httpAddr := fs.String("http", "", "HTTP `address` for /healthz, /readyz, /metrics (default 127.0.0.1:8081; env EDGECOUNT_ROLLUP_HTTP)")
+	data := fs.String("data", "", "embedded store `directory` when no Cassandra is configured (env EDGECOUNT_ROLLUP_DATA)")
+	natsURL := fs.String("nats", "", "NATS `url` (env EDGECOUNT_NATS_URL)")
 	owned := fs.String("owned", "", "comma-separated `partitions` this instance consumes (default: all)")
-	level := fs.String("log-level", envOr(getenv, "EDGECOUNT_LOG_LEVEL", "info"), "log `level`")
-	fs.String("config", "", "YAML configuration file (not yet read by the rollup; flags and environment only)")
+	level := fs.String("log-level", "", "log `level` (env EDGECOUNT_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
+		return cfg, err
 	}
-	cfg := config{HTTP: *httpAddr, Data: *data, NATS: *natsURL, Partitions: *parts}
-	var errs []error
-	if _, _, err := net.SplitHostPort(cfg.HTTP); err != nil {
-		errs = append(errs, fmt.Errorf("http %q: %w", cfg.HTTP, err))
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if cfg.Partitions < 1 || cfg.Partitions > 4096 {
-		errs = append(errs, fmt.Errorf("partitions %d: want 1..4096", cfg.Partitions))
-	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
-		errs = append(errs, fmt.Errorf("log-level %q: want debug, info, warn or error", *level))
-	}
-	if *owned == "" {
-		for p := 0; p < cfg.Partitions; p++ {
-			cfg.Owned = append(cfg.Owned, uint32(p))
+	if *file != "" {
+		if err := cfg.LoadFile(*file); err != nil {
+			return cfg, err
 		}
-	} else {
-		for _, s := range strings.Split(*owned, ",") {
-			p, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || p < 0 || p >= cfg.Partitions {
-				errs = append(errs, fmt.Errorf("owned: %q is not a partition in 0..%d", s, cfg.Partitions-1))
+	}
+	errs := []error{cfg.ApplyEnv(getenv)}
+	set := func(v string, dst *string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(*httpAddr, &cfg.Rollup.HTTP)
+	set(*data, &cfg.Rollup.Data)
+	set(*natsURL, &cfg.NATS.URL)
+	set(*level, &cfg.LogLevel)
+	if *owned != "" {
+		cfg.Rollup.Owned = nil
+		for _, f := range strings.Split(*owned, ",") {
+			p, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("owned: %q is not a number", f))
 				continue
 			}
-			cfg.Owned = append(cfg.Owned, uint32(p))
+			cfg.Rollup.Owned = append(cfg.Rollup.Owned, p)
 		}
 	}
+	errs = append(errs, cfg.Finish(config.RoleRollup))
 	return cfg, errors.Join(errs...)
+}
+
+// rollupStore is what the rollup process needs of a store.
+type rollupStore interface {
+	rollup.StatsStore
+	Ping(ctx context.Context) error
+	Close() error
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -107,23 +108,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("component", "rollup")
-
-	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
-		return fmt.Errorf("cannot create data directory: %w", err)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.Level()})).With("component", "rollup")
+	var owned []uint32
+	for p := 0; p < cfg.Partitions; p++ {
+		if len(cfg.Rollup.Owned) == 0 || slices.Contains(cfg.Rollup.Owned, p) {
+			owned = append(owned, uint32(p))
+		}
 	}
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(cfg.Data, "edgecount.db"), Timeout: 5 * time.Second})
+
+	var st rollupStore
+	if len(cfg.Cassandra.Hosts) > 0 {
+		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		st, err = cassandra.Open(octx, cfg.CassandraConfig())
+		cancel()
+	} else {
+		if err := os.MkdirAll(cfg.Rollup.Data, 0o750); err != nil {
+			return fmt.Errorf("cannot create data directory: %w", err)
+		}
+		st, err = embedded.Open(embedded.Config{Path: filepath.Join(cfg.Rollup.Data, "edgecount.db"), Timeout: 5 * time.Second})
+	}
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	bus, err := natsjs.Dial(natsjs.ConnConfig{URL: cfg.NATS, Name: "rollup"}, logger)
+	bus, err := natsjs.Dial(cfg.ConnConfig("rollup"), logger)
 	if err != nil {
 		return err
 	}
 	defer bus.Close()
-	stream := natsjs.DefaultStreamConfig()
-	stream.Partitions = cfg.Partitions
+	stream := cfg.StreamConfig()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = bus.EnsureStream(sctx, stream)
 	cancel()
@@ -131,7 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ru := rollup.New(st, nil, logger)
-	consumer := bus.Consumer(natsjs.ConsumerConfig{Stream: stream, Logger: logger})
+	consumer := bus.Consumer(cfg.ConsumerConfig(logger))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -153,17 +166,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		io.WriteString(w, `{"status":"ready"}`+"\n")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	ln, err := net.Listen("tcp", cfg.HTTP)
+	ln, err := net.Listen("tcp", cfg.Rollup.HTTP)
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", cfg.HTTP, err)
+		return fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
-	fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS, cfg.Owned)
+	fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS.URL, owned)
 
 	// The consumer runs until ctx ends; a message being applied when the
 	// signal arrives is finished or left unacknowledged for redelivery.
-	runErr := consumer.Run(ctx, cfg.Owned, func(ctx context.Context, seq uint64, data []byte) error {
+	runErr := consumer.Run(ctx, owned, func(ctx context.Context, seq uint64, data []byte) error {
 		err := ru.Handle(ctx, seq, data)
 		if errors.Is(err, rollup.ErrPoison) {
 			return natsjs.Permanent(err)

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgecount/edgecount/config"
+	"github.com/edgecount/edgecount/directory"
+	redisdir "github.com/edgecount/edgecount/directory/redis"
+	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/metrics"
+	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/rollup"
+	"github.com/edgecount/edgecount/store/cassandra"
+	"github.com/edgecount/edgecount/store/embedded"
+)
+
+// agentStore is what the agent process needs of a store, embedded or
+// Cassandra.
+type agentStore interface {
+	region.ReactionStore
+	region.StatsReader
+	rollup.StatsStore
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// node is one edge-agent process. Standalone, it holds every part of a
+// region: the embedded store, an embedded NATS JetStream server, the rollup
+// consuming every partition, the agent and its HTTP API. Configured with a
+// region file, it connects to the region's NATS, Redis and Cassandra and
+// runs the agent alone (rollups are separate processes).
+type node struct {
+	logger    *slog.Logger
+	store     agentStore
+	broker    *natsjs.Server // standalone only
+	bus       *natsjs.Client
+	consumer  *natsjs.Consumer // standalone only
+	parts     []uint32
+	directory *redisdir.Directory // with Redis only
+	agent     *region.Agent
+	httpSrv   *http.Server
+	ln        net.Listener
+
+	stopRollup context.CancelFunc
+	wg         sync.WaitGroup
+	failed     chan error
+}
+
+// startNode opens or connects to everything and starts serving. On error
+// it stops what it had started.
+func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
+	n := &node{logger: logger, failed: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := cfg.StreamConfig()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var ru *rollup.Rollup
+
+	if cfg.Standalone() {
+		if err := os.MkdirAll(cfg.Agent.Data, 0o750); err != nil {
+			return nil, fmt.Errorf("cannot create data directory: %w", err)
+		}
+		n.store, err = embedded.Open(embedded.Config{Path: filepath.Join(cfg.Agent.Data, "edgecount.db"), Timeout: 5 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		scfg := natsjs.DefaultServerConfig(filepath.Join(cfg.Agent.Data, "nats"))
+		scfg.Port = 0
+		if cfg.Agent.NATSListen != "" {
+			host, port, _ := net.SplitHostPort(cfg.Agent.NATSListen)
+			scfg.Host = host
+			scfg.Port, _ = strconv.Atoi(port)
+		}
+		scfg.Logger = logger.With("component", "nats-server")
+		if n.broker, err = natsjs.StartServer(scfg); err != nil {
+			return nil, err
+		}
+		if n.bus, err = n.broker.Client("edge-agent-" + cfg.Agent.ID); err != nil {
+			return nil, err
+		}
+	} else {
+		if n.store, err = cassandra.Open(ctx, cfg.CassandraConfig()); err != nil {
+			return nil, err
+		}
+		if n.bus, err = natsjs.Dial(cfg.ConnConfig("edge-agent-"+cfg.Agent.ID), logger); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.bus.EnsureStream(ctx, stream); err != nil {
+		return nil, err
+	}
+
+	if cfg.Standalone() {
+		// The rollup consumes every partition in-process.
+		ru = rollup.New(n.store, nil, logger)
+		n.consumer = n.bus.Consumer(cfg.ConsumerConfig(logger))
+		for p := 0; p < cfg.Partitions; p++ {
+			n.parts = append(n.parts, uint32(p))
+		}
+		rctx, rcancel := context.WithCancel(context.Background())
+		n.stopRollup = rcancel
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.consumer.Run(rctx, n.parts, rollupHandler(ru)); err != nil {
+				n.failed <- fmt.Errorf("rollup consumer: %w", err)
+			}
+		}()
+	}
+
+	checks := []region.Check{{Name: "store", Fn: n.store.Ping}, {Name: "nats", Fn: n.bus.Ping}}
+	var dir region.Directory = directory.NewLocal(1)
+	if cfg.Redis.Addr != "" {
+		rc := redisdir.DefaultConfig()
+		rc.Addr, rc.Username, rc.Password, rc.DB, rc.Region = cfg.Redis.Addr, cfg.Redis.Username, cfg.Redis.Password, cfg.Redis.DB, cfg.Region
+		redisdir.SetClientLogger(logger)
+		if n.directory, err = redisdir.New(ctx, rc, logger); err != nil {
+			return nil, err
+		}
+		dir = n.directory
+		// Redis down never stops writes: /readyz reports it as degraded.
+		checks = append(checks, region.Check{Name: "redis", Fn: n.directory.Ping, Optional: true})
+	}
+	n.agent, err = region.New(cfg.AgentConfig(), region.Deps{
+		Reactions: n.store,
+		Stats:     n.store,
+		Publisher: n.bus.Publisher(stream),
+		Directory: dir,
+		Checks:    checks,
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.directory != nil {
+		n.directory.SetOnChange(n.agent.Reshard)
+	}
+	n.agent.Start()
+
+	regs := []error{metrics.RegisterAgent(reg, n.agent)}
+	if ru != nil {
+		regs = append(regs, metrics.RegisterRollup(reg, ru), metrics.RegisterConsumer(reg, n.consumer))
+	}
+	if n.directory != nil {
+		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
+	}
+	if err := errors.Join(regs...); err != nil {
+		return nil, err
+	}
+	handler, err := httpapi.New(n.agent, httpapi.Config{Region: cfg.Region, Regions: cfg.Regions},
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	n.ln, err = net.Listen("tcp", cfg.Agent.HTTP)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Agent.HTTP, err)
+	}
+	n.httpSrv = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.httpSrv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.failed <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	mode := "standalone"
+	if !cfg.Standalone() {
+		mode = "region"
+	}
+	logger.Info("started", "component", "edge-agent", "mode", mode, "region", cfg.Region,
+		"agent", cfg.Agent.ID, "http", n.Addr(), "partitions", cfg.Partitions)
+	return n, nil
+}
+
+// rollupHandler adapts the rollup to the consumer: a message that can
+// never be applied is dropped (terminated), anything else is retried.
+func rollupHandler(ru *rollup.Rollup) natsjs.Handler {
+	return func(ctx context.Context, seq uint64, data []byte) error {
+		err := ru.Handle(ctx, seq, data)
+		if errors.Is(err, rollup.ErrPoison) {
+			return natsjs.Permanent(err)
+		}
+		return err
+	}
+}
+
+// Addr is the HTTP listen address.
+func (n *node) Addr() string { return n.ln.Addr().String() }
+
+// Failed delivers the error of a component that stopped on its own.
+func (n *node) Failed() <-chan error { return n.failed }
+
+// Shutdown stops in order: HTTP intake, the agent's final flush and
+// publish, the rollup once it has applied everything published, the
+// broker connection, the broker, the store.
+func (n *node) Shutdown(ctx context.Context) error {
+	var errs []error
+	if err := n.httpSrv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("cannot stop http: %w", err))
+	}
+	if err := n.agent.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if n.consumer != nil {
+		if err := n.waitApplied(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n.close()
+	return errors.Join(errs...)
+}
+
+// waitApplied waits until the rollup has applied every published message.
+func (n *node) waitApplied(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pending, err := n.consumer.Pending(ctx, n.parts)
+		if err == nil && pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rollup did not apply %d pending messages before stopping (they are kept by the broker and applied at next start): %w", pending, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// close releases everything that was started, in reverse order. It is used
+// both by Shutdown and on a failed start.
+func (n *node) close() {
+	if n.httpSrv != nil {
+		n.httpSrv.Close()
+	} else if n.ln != nil {
+		n.ln.Close()
+	}
+	if n.stopRollup != nil {
+		n.stopRollup()
+	}
+	n.wg.Wait()
+	if n.directory != nil {
+		if err := n.directory.Close(); err != nil {
+			n.logger.Warn("cannot close directory", "err", err)
+		}
+	}
+	if n.bus != nil {
+		if err := n.bus.Close(); err != nil {
+			n.logger.Warn("cannot drain broker connection", "err", err)
+		}
+	}
+	if n.broker != nil {
+		n.broker.Shutdown()
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
+			n.logger.Warn("cannot close store", "err", err)
+		}
+	}
+}

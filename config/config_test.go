@@ -1,0 +1,135 @@
+package config
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaultsAreStandalone(t *testing.T) {
+	c := Default()
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Standalone() || c.Agent.HTTP != "127.0.0.1:8080" || c.Agent.Data != "./data" || c.Region != "local" ||
+		c.Agent.FlushInterval != time.Second || c.Partitions != 16 || !reflect.DeepEqual(c.Regions, []string{"local"}) ||
+		!strings.HasPrefix(c.Agent.ID, "local-") {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestGoodFile(t *testing.T) {
+	c := Default()
+	if err := c.LoadFile("testdata/good.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	if c.Region != "eu-west" || c.Agent.ID != "eu-west-a1" || c.Agent.FlushInterval != 500*time.Millisecond ||
+		c.Partitions != 32 || c.Standalone() || c.Redis.Addr != "127.0.0.1:6379" || c.Cassandra.Keyspace != "edgecount" {
+		t.Fatalf("config = %+v", c)
+	}
+	cc := c.CassandraConfig()
+	if cc.LocalDC != "datacenter1" || cc.Replication.Factor != 1 || cc.Keyspace != "edgecount" {
+		t.Fatalf("cassandra config = %+v", cc)
+	}
+}
+
+// TestEnvOverridesFile: defaults < file < environment (flags come last, in cmd/).
+func TestEnvOverridesFile(t *testing.T) {
+	c := Default()
+	if err := c.LoadFile("testdata/good.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	err := c.ApplyEnv(env(map[string]string{
+		"EDGECOUNT_REGION": "us-east", "EDGECOUNT_FLUSH_INTERVAL": "2s", "EDGECOUNT_CASSANDRA_HOSTS": "10.0.0.1,10.0.0.2",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Region != "us-east" || c.Agent.FlushInterval != 2*time.Second || c.Agent.HTTP != "127.0.0.1:9090" ||
+		!reflect.DeepEqual(c.Cassandra.Hosts, []string{"10.0.0.1", "10.0.0.2"}) {
+		t.Fatalf("config = %+v", c)
+	}
+}
+
+// TestBadFixtures: every bad file gives the errors it should, all at once.
+func TestBadFixtures(t *testing.T) {
+	tests := []struct {
+		file string
+		role Role
+		want []string
+	}{
+		{"bad-unknown-key.yaml", RoleAgent, []string{"flush_intervall", "not found"}},
+		{"bad-type.yaml", RoleAgent, []string{"cannot parse config", "many"}},
+		{"bad-values.yaml", RoleAgent, []string{
+			`agent.http "nonsense"`, `"bad region" is not a valid region`, "partitions 0", "flush interval 1ms",
+			`log_level "loud"`, `region "Global"`, `redis.addr "redis"`, "needs an external NATS"}},
+		{"bad-cassandra.yaml", RoleAgent, []string{"keyspace", "SOMETIMES", "both a factor and data centres"}},
+		{"bad-mixed.yaml", RoleAgent, []string{"needs an external NATS"}},
+		{"bad-mixed.yaml", RoleRollup, []string{"the rollup needs an external NATS"}},
+		{"missing.yaml", RoleAgent, []string{"cannot read config"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			c := Default()
+			err := c.LoadFile(filepath.Join("testdata", tt.file))
+			if err == nil {
+				err = c.Finish(tt.role)
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBadEnvironment(t *testing.T) {
+	c := Default()
+	err := c.ApplyEnv(env(map[string]string{"EDGECOUNT_FLUSH_INTERVAL": "soon", "EDGECOUNT_PARTITIONS": "x"}))
+	for _, w := range []string{"EDGECOUNT_FLUSH_INTERVAL", "EDGECOUNT_PARTITIONS"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not mention %s", err, w)
+		}
+	}
+}
+
+// TestShippedRegionFiles loads every file in deploy/regions for both roles.
+func TestShippedRegionFiles(t *testing.T) {
+	files, err := filepath.Glob("../deploy/regions/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("deploy/regions has %d region files, want at least 3", len(files))
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		for _, role := range []Role{RoleAgent, RoleRollup} {
+			c := Default()
+			if err := c.LoadFile(f); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if err := c.Finish(role); err != nil {
+				t.Fatalf("%s (role %d): %v", f, role, err)
+			}
+			if want := strings.TrimSuffix(filepath.Base(f), ".yaml"); c.Region != want {
+				t.Fatalf("%s names region %q", f, c.Region)
+			}
+			seen[c.Region] = true
+		}
+	}
+	if len(seen) < 3 {
+		t.Fatalf("regions %v, want at least 3", seen)
+	}
+}

@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// need fails (under CI) or skips the test when addr does not accept a
+// connection.
+func need(t *testing.T, what, addr, start string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not reachable at %s under CI: %v (scripts/test.sh starts it: %s)", what, addr, err, start)
+	}
+	t.Skipf("%s not reachable at %s; start it with %s", what, addr, start)
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds edge-agent and rollup once per test binary run.
+func binaries(t *testing.T) (agent, rollup string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "edgecount-e2e-bin")
+		if buildErr != nil {
+			return
+		}
+		for _, name := range []string{"edge-agent", "rollup"} {
+			out, err := exec.Command("go", "build", "-race", "-o", filepath.Join(binDir, name), "../cmd/"+name).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", name, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "edge-agent"), filepath.Join(binDir, "rollup")
+}
+
+// proc is a running edgecount process.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	base   string // http://host:port from its start line
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func start(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "EDGECOUNT_LOG_LEVEL=warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, name: name, cmd: cmd, stderr: new(bytes.Buffer), done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%s: no start line: %v\n%s", name, err, p.stderr)
+	}
+	go io.Copy(io.Discard, stdout)
+	go func() { p.done <- cmd.Wait() }()
+	i := strings.Index(line, "http://")
+	if i < 0 {
+		t.Fatalf("%s: start line %q has no address", name, line)
+	}
+	p.base = strings.Fields(line[i:])[0]
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// stop sends SIGTERM and requires a clean exit 0.
+func (p *proc) stop() {
+	p.t.Helper()
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Errorf("%s exited with %v after SIGTERM\n%s", p.name, err, p.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		p.cmd.Process.Kill()
+		p.t.Errorf("%s did not stop within 60s\n%s", p.name, p.stderr)
+	}
+}
+
+func post(t *testing.T, url string, body any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s = %d %s", url, resp.StatusCode, data)
+	}
+}
+
+type counts struct {
+	Likes    int64            `json:"likes"`
+	Dislikes int64            `json:"dislikes"`
+	Counters map[string]int64 `json:"counters"`
+}
+
+func (c counts) String() string {
+	return fmt.Sprintf("likes=%d dislikes=%d view=%d", c.Likes, c.Dislikes, c.Counters["view"])
+}
+
+func waitCounts(t *testing.T, base, id, region string, want counts) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var got counts
+	for {
+		resp, err := http.Get(base + "/v1/counts/" + id + "?region=" + region)
+		if err == nil {
+			json.NewDecoder(resp.Body).Decode(&got)
+			resp.Body.Close()
+			if got.String() == want.String() {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts of %s in %s = %v, want %v", id, region, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAgentAndRollupProcesses runs edge-agent and rollup as separate
+// processes against real NATS, Redis and Cassandra, restarting each in
+// between, and checks that the converged totals count every acknowledged
+// write exactly once.
+func TestAgentAndRollupProcesses(t *testing.T) {
+	natsAddr := envOr("EDGECOUNT_NATS", "127.0.0.1:4222")
+	redisAddr := envOr("EDGECOUNT_REDIS", "127.0.0.1:6379")
+	cassAddr := envOr("EDGECOUNT_CASSANDRA", "127.0.0.1:9042")
+	need(t, "NATS", natsAddr, "./scripts/nats.sh start")
+	need(t, "Redis", redisAddr, "./scripts/redis.sh start")
+	need(t, "Cassandra", cassAddr, "./scripts/cassandra.sh install && ./scripts/cassandra.sh start")
+	agentBin, rollupBin := binaries(t)
+
+	// A keyspace, stream and consumer names of this run's own, so runs
+	// against the same servers never see each other's data.
+	run := fmt.Sprintf("e2e%d", rand.Uint32())
+	host, port, _ := net.SplitHostPort(cassAddr)
+	cfgFile := filepath.Join(t.TempDir(), "us-east.yaml")
+	cfg := fmt.Sprintf(`region: us-east
+regions: [us-east, eu-west]
+partitions: 4
+agent:
+  flush_interval: 200ms
+nats:
+  url: nats://%s
+  stream: %s
+  subject_prefix: %s.sums
+  durable: %s
+redis:
+  addr: %s
+cassandra:
+  hosts: [%s]
+  port: %s
+  keyspace: %s
+  replication_factor: 1
+  timeout: 10s
+`, natsAddr, strings.ToUpper(run), run, run, redisAddr, host, port, run)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startRollup := func() *proc {
+		return start(t, "rollup", rollupBin, "--config", cfgFile, "--http", "127.0.0.1:0")
+	}
+	startAgent := func() *proc {
+		return start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run)
+	}
+	ru := startRollup()
+	ag := startAgent()
+
+	want := counts{Counters: map[string]int64{}}
+	writes := func(round int) {
+		for i := 0; i < 5; i++ {
+			post(t, ag.base+"/v1/reactions", map[string]string{"user_id": fmt.Sprintf("u%d-%d", round, i), "content_id": "clip", "action": "like"})
+			want.Likes++
+		}
+		post(t, ag.base+"/v1/reactions", map[string]string{"user_id": fmt.Sprintf("u%d-0", round), "content_id": "clip", "action": "dislike"})
+		want.Likes--
+		want.Dislikes++
+		post(t, ag.base+"/v1/increments", map[string]any{"increments": []map[string]any{
+			{"content_id": "clip", "counter": "view", "delta": 10 + round},
+		}})
+		want.Counters["view"] += int64(10 + round)
+	}
+
+	writes(0)
+	waitCounts(t, ag.base, "clip", "global", want)
+
+	// Restart the agent: its SIGTERM flush carries what it held.
+	writes(1)
+	ag.stop()
+	ag = startAgent()
+	writes(2)
+	waitCounts(t, ag.base, "clip", "global", want)
+
+	// Restart the rollup while writes are pending: nothing is lost or
+	// applied twice.
+	ru.stop()
+	writes(3)
+	time.Sleep(500 * time.Millisecond) // let the agent publish while no rollup runs
+	ru = startRollup()
+	writes(4)
+	waitCounts(t, ag.base, "clip", "global", want)
+	waitCounts(t, ag.base, "clip", "us-east", want)
+	waitCounts(t, ag.base, "clip", "eu-west", counts{Counters: map[string]int64{}})
+
+	resp, err := http.Get(ru.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("rollup /readyz = %d", resp.StatusCode)
+	}
+}
