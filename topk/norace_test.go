@@ -1,0 +1,5 @@
+//go:build !race
+
+package topk
+
+const raceEnabled = false
