@@ -20,7 +20,7 @@ var (
 	// ErrInvalid means a call broke the store's contract (an id that cannot
 	// be a key, a row without an action, an update that changes the
 	// incarnation…). Nothing was written.
-	ErrInvalid = errors.New("invalid store call")
+	ErrInvalid = store.ErrInvalid
 	// ErrCorrupt means a stored value cannot be read by this version of
 	// edgecount (an unknown action, trending lists of unequal length).
 	ErrCorrupt = errors.New("store data corrupt or from an unknown version")

@@ -116,8 +116,8 @@ func checkRow(op string, r *store.Reaction) error {
 	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
 		return invalidCall(op, "user %q, content %q", r.UserID, r.ContentID)
 	}
-	if r.Action != store.ActionLike && r.Action != store.ActionDislike {
-		return invalidCall(op, "action %v cannot be stored", r.Action)
+	if err := store.CheckAction(r); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
 	}
 	if !utf8.ValidString(r.Region) {
 		return invalidCall(op, "region %q is not UTF-8", r.Region)
@@ -163,14 +163,8 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 	if err := checkRow(op, &next); err != nil {
 		return false, err
 	}
-	switch {
-	case next.UserID != prev.UserID || next.ContentID != prev.ContentID:
-		return false, invalidCall(op, "next row (%q, %q) is not prev row (%q, %q)",
-			next.UserID, next.ContentID, prev.UserID, prev.ContentID)
-	case next.Incarnation != prev.Incarnation:
-		return false, invalidCall(op, "incarnation changes from %d to %d", prev.Incarnation, next.Incarnation)
-	case next.Version != prev.Version+1:
-		return false, invalidCall(op, "version goes from %d to %d", prev.Version, next.Version)
+	if err := store.CheckUpdate(&prev, &next); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	applied, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur store.Reaction, found bool) outcome {
 		return decideUpdate(prev, next, cur, found)

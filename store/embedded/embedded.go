@@ -26,7 +26,7 @@ var (
 	// ErrInvalid means a call broke the store's contract (an id that cannot
 	// be a key, a row without an action, an update that changes the
 	// incarnation…). Nothing was written.
-	ErrInvalid = errors.New("invalid store call")
+	ErrInvalid = store.ErrInvalid
 )
 
 // DefaultTimeout is the lock timeout of Open when Config.Timeout is zero.

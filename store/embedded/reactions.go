@@ -82,8 +82,8 @@ func checkRow(op string, r *store.Reaction) error {
 	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
 		return invalid(op, "user %q, content %q", r.UserID, r.ContentID)
 	}
-	if r.Action != store.ActionLike && r.Action != store.ActionDislike {
-		return invalid(op, "action %v cannot be stored", r.Action)
+	if err := store.CheckAction(r); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
 	}
 	return nil
 }
@@ -134,14 +134,8 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 	if err := checkRow(op, &next); err != nil {
 		return false, err
 	}
-	switch {
-	case next.UserID != prev.UserID || next.ContentID != prev.ContentID:
-		return false, invalid(op, "next row (%q, %q) is not prev row (%q, %q)",
-			next.UserID, next.ContentID, prev.UserID, prev.ContentID)
-	case next.Incarnation != prev.Incarnation:
-		return false, invalid(op, "incarnation changes from %d to %d", prev.Incarnation, next.Incarnation)
-	case next.Version != prev.Version+1:
-		return false, invalid(op, "version goes from %d to %d", prev.Version, next.Version)
+	if err := store.CheckUpdate(&prev, &next); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	k, v := key(next.UserID, next.ContentID), encodeReaction(&next)
 	ik, iv := key(next.ContentID, next.UserID), encodeIndex(&next)
