@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -176,41 +175,11 @@ func waitCounts(t *testing.T, base, id, region string, want counts) {
 // between, and checks that the converged totals count every acknowledged
 // write exactly once.
 func TestAgentAndRollupProcesses(t *testing.T) {
-	natsAddr := envOr("EDGECOUNT_NATS", "127.0.0.1:4222")
-	redisAddr := envOr("EDGECOUNT_REDIS", "127.0.0.1:6379")
-	cassAddr := envOr("EDGECOUNT_CASSANDRA", "127.0.0.1:9042")
-	need(t, "NATS", natsAddr, "./scripts/nats.sh start")
-	need(t, "Redis", redisAddr, "./scripts/redis.sh start")
-	need(t, "Cassandra", cassAddr, "./scripts/cassandra.sh install && ./scripts/cassandra.sh start")
+	natsAddr, redisAddr, cassAddr := faultServers(t, true)
 	agentBin, rollupBin := binaries(t)
-
 	// A keyspace, stream and consumer names of this run's own, so runs
 	// against the same servers never see each other's data.
-	run := fmt.Sprintf("e2e%d", rand.Uint32())
-	host, port, _ := net.SplitHostPort(cassAddr)
-	cfgFile := filepath.Join(t.TempDir(), "us-east.yaml")
-	cfg := fmt.Sprintf(`region: us-east
-regions: [us-east, eu-west]
-partitions: 4
-agent:
-  flush_interval: 200ms
-nats:
-  url: nats://%s
-  stream: %s
-  subject_prefix: %s.sums
-  durable: %s
-redis:
-  addr: %s
-cassandra:
-  hosts: [%s]
-  port: %s
-  keyspace: %s
-  replication_factor: 1
-  timeout: 10s
-`, natsAddr, strings.ToUpper(run), run, run, redisAddr, host, port, run)
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile, run := faultConfig(t, natsAddr, redisAddr, cassAddr)
 	startRollup := func() *proc {
 		return start(t, "rollup", rollupBin, "--config", cfgFile, "--http", "127.0.0.1:0")
 	}
