@@ -294,6 +294,14 @@ func TestReadyz(t *testing.T) {
 	if want := `{"status":"not ready","error":"cannot reach nats: connection \"refused\""}`; rec.Code != 503 || rec.Body.String() != want {
 		t.Errorf("answer = %d %s, want 503 %s", rec.Code, rec.Body, want)
 	}
+	// An optional dependency down: still ready (200), and said so.
+	ta.fake.readyErr = nil
+	ta.fake.degraded = []string{`redis: dial tcp 127.0.0.1:6379: connection "refused"`}
+	rec = ta.do(t, "GET", "/readyz", "", "")
+	if want := `{"status":"degraded","degraded":["redis: dial tcp 127.0.0.1:6379: connection \"refused\""]}`; rec.Code != 200 || rec.Body.String() != want {
+		t.Errorf("answer = %d %s, want 200 %s", rec.Code, rec.Body, want)
+	}
+	ta.fake.degraded = nil
 	// /healthz does not ask the service.
 	ta.fake.reset()
 	if rec := ta.do(t, "GET", "/healthz", "", ""); rec.Code != 200 || len(ta.fake.Calls()) != 0 {

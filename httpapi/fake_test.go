@@ -27,10 +27,11 @@ type fakeService struct {
 	reactions  map[[2]string]store.Reaction
 	stats      map[string][]store.Stats
 	result     region.ReactResult
-	err        error  // returned by every method but Ready
-	readyErr   error  // returned by Ready
-	panicOn    string // method name that panics
-	noRecord   bool   // benchmarks: record nothing
+	err        error    // returned by every method but Ready
+	readyErr   error    // returned by Ready
+	degraded   []string // returned by Degraded
+	panicOn    string   // method name that panics
+	noRecord   bool     // benchmarks: record nothing
 }
 
 func newFake() *fakeService {
@@ -211,4 +212,10 @@ func mustRequest(t testing.TB, method, target string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+func (f *fakeService) Degraded(context.Context) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.degraded
 }
