@@ -77,6 +77,7 @@ func (s *Store) Counters() *Counters { return &s.counters }
 type statements struct {
 	getReaction, getReactions                string
 	insertReaction, updateReaction, delReact string
+	reviveReaction                           string
 	putIndex, delIndex, countIndex           string
 	readStats, readStatsIn, writeStats       string
 	putTrending, getTrending                 string
@@ -93,7 +94,13 @@ func newStatements(ks string) statements {
 			` VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
 		updateReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, updated_at = ?` +
 			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
-		delReact: `DELETE FROM ` + ks + `.user_likes WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
+		// An undo marks the row instead of deleting it (see doc.go): the
+		// marker's incarnation is a token of the undo's own.
+		delReact: `UPDATE ` + ks + `.user_likes SET action = ?, version = ?, incarnation = ?, updated_at = ?` +
+			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
+		// An insert over the marker of an undone reaction.
+		reviveReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, incarnation = ?, updated_at = ?` +
+			` WHERE user_id = ? AND content_id = ? IF action = ? AND version = ? AND incarnation = ?`,
 		putIndex: `INSERT INTO ` + ks + `.user_likes_by_content (content_id, user_id, incarnation, action, region, version)` +
 			` VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
 		delIndex: `DELETE FROM ` + ks + `.user_likes_by_content USING TIMESTAMP ?` +
@@ -118,7 +125,7 @@ func newStatements(ks string) statements {
 func (q *statements) all() []string {
 	return []string{
 		q.getReaction, q.getReactions, q.insertReaction, q.updateReaction, q.delReact,
-		q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
+		q.reviveReaction, q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
 		q.putTrending, q.getTrending,
 	}
 }
@@ -140,7 +147,7 @@ func schema(ks string, r Replication) []string {
 			incarnation bigint,
 			updated_at bigint,
 			PRIMARY KEY ((user_id), content_id)
-		) WITH comment = 'UserLikes: written only by lightweight transactions. incarnation is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
+		) WITH comment = 'UserLikes: written only by lightweight transactions. action none marks an undone reaction (no row). incarnation is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
 		`CREATE TABLE IF NOT EXISTS ` + ks + `.user_likes_by_content (
 			content_id text,
 			user_id text,

@@ -28,7 +28,7 @@
 // # Reactions: lightweight transactions
 //
 // Every change of a user_likes row is a lightweight transaction (INSERT … IF
-// NOT EXISTS; UPDATE/DELETE … IF version = ? AND incarnation = ?) at
+// NOT EXISTS; UPDATE … IF version = ? AND incarnation = ?) at
 // Config.SerialConsistency, committed at Config.Consistency; user_likes is
 // never written any other way (mixing plain writes into LWT rows breaks
 // their linearizability). These statements are not idempotent and are never
@@ -46,16 +46,54 @@
 // until Config.Timeout has passed since the request was sent; Config.Timeout
 // must therefore exceed the cluster's cas_contention_timeout plus
 // write_request_timeout. The transaction applied when the row is exactly what
-// it wrote (for an insert: a row of its incarnation, which no other insert
-// creates); it did not apply when the row still satisfies its condition or a
+// it wrote (for an insert: a live row of its incarnation, which no other
+// insert creates; for an undo: a marker with its token, below); it did not
+// apply when the row still satisfies its condition (for an undo: a live row
+// of the undone incarnation, which never comes back once undone) or a
 // competitor wrote the same version. Otherwise the row moved on in a way that
-// hides who wrote what (deleted since, or past the version written), and the
-// call fails with ErrOutcomeUnknown wrapped with store.ErrUnavailable; the
-// by-content entry then stays as it was until a recount. Settling runs even
+// hides who wrote what (undone since, or past the version written, or a
+// competitor's undo), and the call fails with ErrOutcomeUnknown wrapped with
+// store.ErrUnavailable; the by-content entry then stays as it was until a
+// recount. With one writer per row at a time an outcome is therefore always
+// decided; only a competitor changing the row within the moments the outcome
+// was open leaves it unknown. An insert whose outcome had to be settled is
+// never retried over a marker: the marker may be an undo of that very
+// insert. Settling runs even
 // when ctx has ended and is bounded by twice Config.Timeout, as is the
 // by-content write that follows an applied change, so a reaction write
 // returns within about five times Config.Timeout. Counters reports how often
 // settling happens.
+//
+// # Undo markers
+//
+// An undo (DeleteReaction) does not delete the row: it replaces it, in one
+// transaction conditioned on the undone row's version and incarnation, with
+// a marker: action 'none', version+1, updated_at the time of the undo, and
+// as incarnation a random token of this call, never a live row's. A plain
+// DELETE leaves nothing behind, so a lost answer could not tell this undo
+// from a competitor's undo of the same version; the token can, exactly as an
+// insert's incarnation does. Every read hides markers: GetReaction and
+// GetReactions treat one as no row, CountReactions never counts one (it has
+// no by-content entry; the undone row's entry is deleted as before), and no
+// update or undo can match one (its token is no live incarnation).
+//
+// InsertReaction first tries INSERT … IF NOT EXISTS, which applies only on a
+// key that never held a row. When the key holds a marker (the failed
+// insert's answer shows the marker's version and token), it takes the marker
+// over with UPDATE … IF action = 'none' AND version = ? AND incarnation = ?,
+// writing the new row whole with its fresh incarnation and version 1. The
+// condition names one marker, so of concurrent re-inserts exactly one
+// applies and no undone row is ever revived twice; a row written by a
+// re-insert is a new incarnation, and writers holding the undone one still
+// cannot touch it. If competitors replace the marker meanwhile, the insert
+// tries again with the new marker, up to three times, then reports false.
+//
+// Markers stay: a (user, item) pair that ever held a reaction keeps one
+// small row, overwritten in place (no tombstones) by the next reaction. They
+// carry no TTL: a TTL on the marker's UPDATE would expire only the cells it
+// wrote, leaving the primary key of the original INSERT as a row of nulls.
+// Rows undone by an older version of this package (plain DELETE) are simply
+// absent, which reads and inserts handle as before.
 //
 // # The by-content table
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -16,6 +17,15 @@ import (
 
 // maxInList bounds the ids of one IN query.
 const maxInList = 100
+
+// maxRevives bounds the attempts of one InsertReaction to take over the
+// marker of an undone reaction when competitors keep replacing it.
+const maxRevives = 3
+
+// markerAction is the action column of a marker: the row of an undone
+// reaction, which every read treats as no row. It is
+// store.ActionNone.String().
+const markerAction = "none"
 
 // GetReaction returns the row of (userID, contentID) and whether it exists.
 func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
@@ -30,10 +40,14 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (stor
 	if err != nil {
 		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	return r, found, nil
+	if !found || r.Action == store.ActionNone {
+		return store.Reaction{}, false, nil
+	}
+	return r, true, nil
 }
 
-// readReaction reads one row at consistency c.
+// readReaction reads one row at consistency c. A marker is a found row with
+// action ActionNone.
 func (s *Store) readReaction(ctx context.Context, c gocql.Consistency, userID, contentID string) (store.Reaction, bool, error) {
 	var (
 		row    rawReaction
@@ -63,7 +77,7 @@ type rawReaction struct {
 
 func (raw *rawReaction) decode(r *store.Reaction) error {
 	a, ok := store.ParseAction(raw.action)
-	if !ok || a == store.ActionNone {
+	if !ok {
 		return fmt.Errorf("%w: reaction (%q, %q) has action %q", ErrCorrupt, r.UserID, r.ContentID, raw.action)
 	}
 	r.Action = a
@@ -102,7 +116,9 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 				_ = iter.Close() // the decode error is the one to report
 				return nil, fmt.Errorf("cannot %s: %w", op, err)
 			}
-			out[r.ContentID] = r
+			if r.Action != store.ActionNone {
+				out[r.ContentID] = r
+			}
 		}
 		if err := iter.Close(); err != nil {
 			return nil, fmt.Errorf("cannot %s: %w", op, unavailable(err))
@@ -126,8 +142,13 @@ func checkRow(op string, r *store.Reaction) error {
 }
 
 // InsertReaction stores r if no row exists for (r.UserID, r.ContentID) and
-// reports whether it did (INSERT … IF NOT EXISTS). r.Version should be 1 and
-// r.Incarnation fresh: an unknown outcome is settled by looking for it.
+// reports whether it did. r.Version should be 1 and r.Incarnation fresh: an
+// unknown outcome is settled by looking for it.
+//
+// A key that never held a row is written with INSERT … IF NOT EXISTS; the
+// marker of an undone reaction is taken over with an UPDATE conditioned on
+// that marker's version and incarnation (see doc.go), retried a few times
+// if competitors keep replacing the marker.
 func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
 	const op = "insert reaction"
 	if err := ctx.Err(); err != nil {
@@ -136,13 +157,24 @@ func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, err
 	if err := checkRow(op, &r); err != nil {
 		return false, err
 	}
-	applied, err := s.lwt(ctx, r.UserID, r.ContentID, func(cur store.Reaction, found bool) outcome {
-		return decideInsert(r, cur, found)
-	}, s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt))
+	decide := func(cur store.Reaction, found bool) outcome { return decideInsert(r, cur, found) }
+	res, err := s.lwt(ctx, r.UserID, r.ContentID, decide,
+		s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt))
+	// A settled outcome is not retried: its row may be this insert's,
+	// undone by a competitor since.
+	for range maxRevives {
+		if err != nil || res.applied || res.settled || !res.found || res.cur.Action != store.ActionNone {
+			break
+		}
+		marker := res.cur
+		res, err = s.lwt(ctx, r.UserID, r.ContentID, decide,
+			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
+			r.UserID, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation))
+	}
 	if err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	if !applied {
+	if !res.applied {
 		return false, nil
 	}
 	if err := s.putIndex(ctx, &r); err != nil {
@@ -166,14 +198,14 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 	if err := store.CheckUpdate(&prev, &next); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	applied, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur store.Reaction, found bool) outcome {
+	res, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur store.Reaction, found bool) outcome {
 		return decideUpdate(prev, next, cur, found)
 	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
 		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
 	if err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	if !applied {
+	if !res.applied {
 		return false, nil
 	}
 	if err := s.putIndex(ctx, &next); err != nil {
@@ -184,6 +216,8 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 
 // DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
 // still has prev.Version and prev.Incarnation, and reports whether it did.
+// It replaces the row with a marker (see doc.go) whose incarnation is a
+// random token of this call, so a lost answer is settled by looking for it.
 func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, error) {
 	const op = "delete reaction"
 	if err := ctx.Err(); err != nil {
@@ -192,13 +226,15 @@ func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, 
 	if !validKeyPart(prev.UserID) || !validKeyPart(prev.ContentID) {
 		return false, invalidCall(op, "user %q, content %q", prev.UserID, prev.ContentID)
 	}
-	applied, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur store.Reaction, found bool) outcome {
-		return decideDelete(prev, cur, found)
-	}, s.q.delReact, prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
+	token := markerToken(prev.Incarnation)
+	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur store.Reaction, found bool) outcome {
+		return decideDelete(prev, token, cur, found)
+	}, s.q.delReact, markerAction, prev.Version+1, int64(token), micros(time.Now()),
+		prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
 	if err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	if !applied {
+	if !res.applied {
 		return false, nil
 	}
 	if err := s.delIndex(ctx, &prev); err != nil {
@@ -207,12 +243,22 @@ func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, 
 	return true, nil
 }
 
+// markerToken returns a random non-zero marker incarnation other than
+// live's.
+func markerToken(live uint64) uint64 {
+	for {
+		if v := rand.Uint64(); v != 0 && v != live {
+			return v
+		}
+	}
+}
+
 // decideInsert settles an insert of r: only this insert creates a row of
-// r's incarnation. No row, or another incarnation's, means it did not apply
-// (unless it applied and a reader of it deleted the row within the moments
-// the outcome was open, which this cannot see).
+// r's incarnation. No row, a marker or another incarnation's row means it
+// did not apply (unless it applied and a reader of it undid the row within
+// the moments the outcome was open, which this cannot see).
 func decideInsert(r, cur store.Reaction, found bool) outcome {
-	if found && cur.Incarnation == r.Incarnation {
+	if found && cur.Action != store.ActionNone && cur.Incarnation == r.Incarnation {
 		return outcomeApplied
 	}
 	return outcomeNotApplied
@@ -221,7 +267,7 @@ func decideInsert(r, cur store.Reaction, found bool) outcome {
 // decideUpdate settles an update of prev to next.
 func decideUpdate(prev, next, cur store.Reaction, found bool) outcome {
 	switch {
-	case !found || cur.Incarnation != next.Incarnation:
+	case !found || cur.Action == store.ActionNone || cur.Incarnation != next.Incarnation:
 		// Deleted since: from next (after this update) or from prev (by a
 		// competitor, instead of it). No way to tell.
 		return outcomeUnknown
@@ -235,13 +281,19 @@ func decideUpdate(prev, next, cur store.Reaction, found bool) outcome {
 	return outcomeUnknown // moved past next: was next.Version this update's?
 }
 
-// decideDelete settles a delete of prev.
-func decideDelete(prev, cur store.Reaction, found bool) outcome {
-	if found && cur.Incarnation == prev.Incarnation {
-		return outcomeNotApplied // a deleted incarnation never comes back
+// decideDelete settles a delete of prev that wrote a marker with
+// incarnation token.
+func decideDelete(prev store.Reaction, token uint64, cur store.Reaction, found bool) outcome {
+	switch {
+	case !found:
+		return outcomeUnknown // a marked row never vanishes
+	case cur.Action == store.ActionNone && cur.Incarnation == token:
+		return outcomeApplied // only this call writes its token
+	case cur.Action != store.ActionNone && cur.Incarnation == prev.Incarnation:
+		return outcomeNotApplied // an undone incarnation never comes back
 	}
-	// Gone: deleted by this call or by a competitor holding the same
-	// version.
+	// Another marker, or a row inserted over one: undone by a competitor
+	// instead of this call, or by this call and re-created since.
 	return outcomeUnknown
 }
 
@@ -251,6 +303,19 @@ func sameContent(a, b store.Reaction) bool {
 		a.Incarnation == b.Incarnation && micros(a.UpdatedAt) == micros(b.UpdatedAt)
 }
 
+// casResult is the outcome of a lightweight transaction.
+type casResult struct {
+	applied bool
+	// settled reports that the outcome was open and decided by a serial
+	// read.
+	settled bool
+	// cur and found are the row's action, version and incarnation as the
+	// transaction or the settling read saw them, when it did not apply
+	// (found is false when they were not reported).
+	cur   store.Reaction
+	found bool
+}
+
 // lwt runs a lightweight transaction on the row (userID, contentID) and
 // reports whether it applied. The statement is not marked idempotent, so
 // the driver never retries it. It runs to its end even if ctx ends first (an
@@ -258,17 +323,22 @@ func sameContent(a, b store.Reaction) bool {
 // timeout. When it fails in a way that leaves the outcome open, settle
 // decides with decide.
 func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(cur store.Reaction, found bool) outcome,
-	stmt string, values ...any) (bool, error) {
+	stmt string, values ...any) (casResult, error) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
 	defer cancel()
 	sent := time.Now()
 	q := s.query(stmt, values...).SerialConsistency(s.serialCons).Idempotent(false)
-	applied, err := q.MapScanCASContext(lctx, make(map[string]any, 4))
+	prev := make(map[string]any, 8)
+	applied, err := q.MapScanCASContext(lctx, prev)
 	if err == nil {
-		return applied, nil
+		if applied {
+			return casResult{applied: true}, nil
+		}
+		cur, found := casRow(prev)
+		return casResult{cur: cur, found: found}, nil
 	}
 	if !unknownOutcome(err) {
-		return false, unavailable(err)
+		return casResult{}, unavailable(err)
 	}
 	var answered gocql.RequestError
 	if !errors.As(err, &answered) {
@@ -279,6 +349,19 @@ func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(c
 		time.Sleep(time.Until(sent.Add(s.timeout)))
 	}
 	return s.settle(ctx, userID, contentID, err, decide)
+}
+
+// casRow reads the action, version and incarnation that a transaction
+// which did not apply reports, and whether it reported them all.
+func casRow(m map[string]any) (store.Reaction, bool) {
+	action, ok1 := m["action"].(string)
+	version, ok2 := m["version"].(int64)
+	inc, ok3 := m["incarnation"].(int64)
+	a, ok4 := store.ParseAction(action)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return store.Reaction{}, false
+	}
+	return store.Reaction{Action: a, Version: version, Incarnation: uint64(inc)}, true
 }
 
 // unknownOutcome reports whether a lightweight transaction that failed with
@@ -325,24 +408,24 @@ const (
 // (the caller must learn what happened), bounded by twice the request
 // timeout.
 func (s *Store) settle(ctx context.Context, userID, contentID string, cause error,
-	decide func(cur store.Reaction, found bool) outcome) (bool, error) {
+	decide func(cur store.Reaction, found bool) outcome) (casResult, error) {
 	s.counters.Settled.Add(1)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
 	defer cancel()
 	cur, found, err := s.readReaction(rctx, s.serialCons, userID, contentID)
 	if err != nil {
 		s.counters.Unknown.Add(1)
-		return false, fmt.Errorf("%w: %w: after %w: serial read failed: %w", store.ErrUnavailable, ErrOutcomeUnknown, cause, err)
+		return casResult{}, fmt.Errorf("%w: %w: after %w: serial read failed: %w", store.ErrUnavailable, ErrOutcomeUnknown, cause, err)
 	}
 	switch decide(cur, found) {
 	case outcomeApplied:
-		return true, nil
+		return casResult{applied: true, settled: true}, nil
 	case outcomeNotApplied:
-		return false, nil
+		return casResult{settled: true, cur: cur, found: found}, nil
 	}
 	s.counters.Unknown.Add(1)
-	return false, fmt.Errorf("%w: %w: after %w: the row moved on (found %v, version %d)",
-		store.ErrUnavailable, ErrOutcomeUnknown, cause, found, cur.Version)
+	return casResult{}, fmt.Errorf("%w: %w: after %w: the row moved on (found %v, action %v, version %d)",
+		store.ErrUnavailable, ErrOutcomeUnknown, cause, found, cur.Action, cur.Version)
 }
 
 // followUp returns the context of a write that follows an applied
@@ -430,7 +513,7 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 			return add(group[0].action, group[0].region)
 		}
 		cur, found, err := s.readReaction(ctx, s.cons, group[0].user, contentID)
-		if err != nil || !found {
+		if err != nil || !found || cur.Action == store.ActionNone {
 			return err
 		}
 		for _, e := range group {

@@ -179,17 +179,38 @@ func TestSettleLostAnswer(t *testing.T) {
 			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 		{
-			// A vanished row does not say whose delete removed it.
-			name: "delete unknown",
+			// The marker carries the delete's own token.
+			name: "delete applied",
 			user: "u-delete",
 			call: func(u string) (bool, error) {
 				mustInsert(newRow(u))
 				d.arm(u)
 				return s.DeleteReaction(ctx, newRow(u))
 			},
-			wantUnknown: true,
+			wantApplied: true,
 			wantRow:     func(string) *store.Reaction { return nil },
-			// The entry stays until a recount repairs it.
+		},
+		{
+			// The insert over a marker: only its UPDATE carries the
+			// marker's action as a value.
+			name: "insert over an undone row applied",
+			user: "u-revive",
+			call: func(u string) (bool, error) {
+				mustInsert(newRow(u))
+				if ok, err := s.DeleteReaction(ctx, newRow(u)); err != nil || !ok {
+					t.Fatalf("DeleteReaction = %v, %v; want true, nil", ok, err)
+				}
+				again := newRow(u)
+				again.Incarnation++
+				d.arm(markerAction)
+				return s.InsertReaction(ctx, again)
+			},
+			wantApplied: true,
+			wantRow: func(u string) *store.Reaction {
+				r := newRow(u)
+				r.Incarnation++
+				return &r
+			},
 			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 		{
@@ -255,6 +276,13 @@ func TestDecide(t *testing.T) {
 	reborn.Incarnation, reborn.Version = 10, 1
 	fresh := base
 	fresh.Version = 1
+	const token = 77
+	marker := base
+	marker.Action, marker.Version, marker.Incarnation = store.ActionNone, 5, token
+	// A marker can never hold a live incarnation; the decisions must not
+	// rely on that.
+	marker2 := marker
+	marker2.Incarnation = base.Incarnation
 
 	tests := []struct {
 		name string
@@ -271,10 +299,14 @@ func TestDecide(t *testing.T) {
 		{"update: past next", decideUpdate(base, next, later, true), outcomeUnknown},
 		{"update: deleted", decideUpdate(base, next, store.Reaction{}, false), outcomeUnknown},
 		{"update: re-created", decideUpdate(base, next, reborn, true), outcomeUnknown},
-		{"delete: row lives", decideDelete(base, base, true), outcomeNotApplied},
-		{"delete: row moved on", decideDelete(base, later, true), outcomeNotApplied},
-		{"delete: gone", decideDelete(base, store.Reaction{}, false), outcomeUnknown},
-		{"delete: re-created", decideDelete(base, reborn, true), outcomeUnknown},
+		{"delete: row lives", decideDelete(base, token, base, true), outcomeNotApplied},
+		{"delete: row moved on", decideDelete(base, token, later, true), outcomeNotApplied},
+		{"delete: own marker", decideDelete(base, token, marker, true), outcomeApplied},
+		{"delete: competitor's marker", decideDelete(base, token+1, marker, true), outcomeUnknown},
+		{"delete: gone", decideDelete(base, token, store.Reaction{}, false), outcomeUnknown},
+		{"delete: re-created", decideDelete(base, token, reborn, true), outcomeUnknown},
+		{"insert: over a marker of its incarnation", decideInsert(fresh, marker2, true), outcomeNotApplied},
+		{"update: undone", decideUpdate(base, next, marker2, true), outcomeUnknown},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"Reaction/ConcurrentInsert", testConcurrentInsert},
 		{"Reaction/ConcurrentCAS", testConcurrentCAS},
 		{"Reaction/ConcurrentDelete", testConcurrentDelete},
+		{"Reaction/ConcurrentInsertAfterUndo", testConcurrentInsertAfterUndo},
 		{"Reaction/ConcurrentDistinctRows", testConcurrentDistinct},
 		{"Count/FollowsChanges", testCountFollows},
 		{"Stats/RoundTrip", testStatsRoundTrip},
@@ -613,6 +614,42 @@ func testConcurrentDelete(t *testing.T, s Store) {
 	}
 	checkRow(t, s, r.UserID, r.ContentID, nil)
 	checkCount(t, s, r.ContentID, nil)
+}
+
+// testConcurrentInsertAfterUndo undoes a row and re-creates it from many
+// goroutines at once, several times over: each time exactly one insert
+// applies, and the row and its count are that insert's.
+func testConcurrentInsertAfterUndo(t *testing.T, s Store) {
+	const cycles = 3
+	user, content := uniq("u"), uniq("c")
+	prev := newReaction(user, content, store.ActionDislike, "us-east")
+	mustInsert(t, s, prev)
+	for cycle := range cycles {
+		mustDelete(t, s, prev)
+		rows := make([]store.Reaction, workers)
+		applied := make([]bool, workers)
+		for i := range rows {
+			rows[i] = newReaction(user, content, store.ActionLike, "eu-west")
+		}
+		var wg sync.WaitGroup
+		for i := range rows {
+			wg.Go(func() {
+				ok, err := s.InsertReaction(t.Context(), rows[i])
+				if err != nil {
+					t.Errorf("cycle %d: InsertReaction %d: %v", cycle, i, err)
+				}
+				applied[i] = ok
+			})
+		}
+		wg.Wait()
+		winner := slices.Index(applied, true)
+		if n := len(slices.DeleteFunc(slices.Clone(applied), func(b bool) bool { return !b })); n != 1 {
+			t.Fatalf("cycle %d: %d concurrent inserts over an undone row applied; want 1", cycle, n)
+		}
+		checkRow(t, s, user, content, &rows[winner])
+		checkCount(t, s, content, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+		prev = rows[winner]
+	}
 }
 
 // testConcurrentDistinctRows writes many rows of one item at once and checks
