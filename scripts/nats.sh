@@ -29,6 +29,8 @@
 #   EDGECOUNT_NATS_START_TIMEOUT  seconds start waits for readiness (default 30)
 #   EDGECOUNT_NATS_STOP_TIMEOUT   seconds stop waits before SIGKILL (default 30)
 set -euo pipefail
+# shellcheck source=service-lib.sh
+. "$(dirname "$0")/service-lib.sh"
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 HOST=127.0.0.1
@@ -55,9 +57,6 @@ STORE=$DIR/jetstream-$PORT
 say() { echo "nats: $*"; }
 die() { echo "nats: $*" >&2; exit 1; }
 
-now_ns() { date +%s%N; }
-# elapsed START_NS: seconds since START_NS, two decimals.
-elapsed() { local d=$(( $(now_ns) - $1 )); printf '%d.%02d' $((d / 1000000000)) $((d % 1000000000 / 10000000)); }
 # after SECS: the now_ns value SECS seconds from now; past DEADLINE_NS: true
 # once that time has come.
 after() { echo $(( $(now_ns) + $1 * 1000000000 )); }
@@ -109,13 +108,6 @@ healthy() {
 	curl -fsS --max-time 2 -o /dev/null "http://$HOST:$HTTP_PORT/healthz" 2>/dev/null
 }
 
-# alive PID: true while PID runs (a zombie counts as gone).
-alive() {
-	local stat
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	stat=${stat##*) }
-	[[ ${stat%% *} != Z ]]
-}
 
 # our_pid: prints the pid from our pid file if that process is a live
 # nats-server running this port's configuration; fails otherwise.

@@ -20,6 +20,8 @@
 # the package's own service on 127.0.0.1:6379; start then reuses it, and
 # stop leaves it alone (systemctl stop redis-server stops it).
 set -euo pipefail
+# shellcheck source=service-lib.sh
+. "$(dirname "$0")/service-lib.sh"
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 HOST=127.0.0.1
@@ -32,9 +34,6 @@ START_TIMEOUT=${EDGECOUNT_REDIS_START_TIMEOUT:-30} # seconds
 say() { echo "redis: $*"; }
 die() { echo "redis: $*" >&2; exit 1; }
 
-now_ns() { date +%s%N; }
-# elapsed START_NS: seconds since START_NS, two decimals.
-elapsed() { local d=$(( $(now_ns) - $1 )); printf '%d.%02d' $((d / 1000000000)) $((d % 1000000000 / 10000000)); }
 
 # answers: true when something on HOST:PORT replies +PONG to PING. Uses bash's
 # /dev/tcp so that it works before redis-tools is installed.
@@ -47,14 +46,6 @@ answers() {
 	' "$HOST" "$PORT" 2>/dev/null
 }
 
-# alive PID: true while PID runs. A zombie counts as gone: the daemon is
-# reparented to pid 1, which may reap it late.
-alive() {
-	local stat
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	stat=${stat##*) }
-	[[ ${stat%% *} != Z ]]
-}
 
 # our_pid: prints the pid from our pid file if that process is a live
 # redis-server; fails otherwise.
