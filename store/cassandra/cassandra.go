@@ -68,6 +68,12 @@ type Counters struct {
 	// IndexBehind counts applied reaction writes whose by-content entry
 	// could not be written (ErrIndexBehind).
 	IndexBehind atomic.Int64
+	// Deletes counts applied undos: each leaves a tombstone (the deleted
+	// by-content entry) and a marker row.
+	Deletes atomic.Int64
+	// Fenced counts settled writes whose row was fenced (see settle) so a
+	// copy of the write still queued in the cluster can never apply.
+	Fenced atomic.Int64
 }
 
 // Counters returns the live counters of s.
@@ -78,6 +84,7 @@ type statements struct {
 	getReaction, getReactions                string
 	insertReaction, updateReaction, delReact string
 	reviveReaction                           string
+	fenceBump, fenceInsert                   string
 	putIndex, delIndex, countIndex           string
 	readStats, readStatsIn, writeStats       string
 	putTrending, getTrending                 string
@@ -101,6 +108,13 @@ func newStatements(ks string) statements {
 		// An insert over the marker of an undone reaction.
 		reviveReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, incarnation = ?, updated_at = ?` +
 			` WHERE user_id = ? AND content_id = ? IF action = ? AND version = ? AND incarnation = ?`,
+		// Fences that make a settled "not applied" final (see settle): a
+		// version bump that keeps the row's content, and a marker where no
+		// row is.
+		fenceBump: `UPDATE ` + ks + `.user_likes SET version = ?` +
+			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
+		fenceInsert: `INSERT INTO ` + ks + `.user_likes (user_id, content_id, action, region, version, incarnation, updated_at)` +
+			` VALUES (?, ?, ?, '', 1, ?, ?) IF NOT EXISTS`,
 		putIndex: `INSERT INTO ` + ks + `.user_likes_by_content (content_id, user_id, incarnation, action, region, version)` +
 			` VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
 		delIndex: `DELETE FROM ` + ks + `.user_likes_by_content USING TIMESTAMP ?` +
@@ -125,7 +139,7 @@ func newStatements(ks string) statements {
 func (q *statements) all() []string {
 	return []string{
 		q.getReaction, q.getReactions, q.insertReaction, q.updateReaction, q.delReact,
-		q.reviveReaction, q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
+		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
 		q.putTrending, q.getTrending,
 	}
 }

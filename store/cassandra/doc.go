@@ -48,9 +48,18 @@
 // write_request_timeout. The transaction applied when the row is exactly what
 // it wrote (for an insert: a live row of its incarnation, which no other
 // insert creates; for an undo: a marker with its token, below); it did not
-// apply when the row still satisfies its condition (for an undo: a live row
-// of the undone incarnation, which never comes back once undone) or a
-// competitor wrote the same version. Otherwise the row moved on in a way that
+// apply when a competitor wrote the same version or the row can no longer
+// satisfy its condition. When the row still satisfies the condition, the
+// transaction has not applied *yet*: a serial read cannot see a request
+// that has not started, and a node that stalls (a frozen JVM, a long GC
+// pause) runs its queued requests after it resumes, possibly after the
+// settling read. So the store fences the row: a transaction of its own,
+// conditioned on the row it read, that bumps the version and keeps the
+// content (or writes a marker where no row is). Once the fence applies, the
+// original's condition can never hold again and "not applied" is final;
+// when the fence loses, the row it reports is decided again (at most three
+// fences). A fence is invisible to readers except as a version step.
+// Otherwise the row moved on in a way that
 // hides who wrote what (undone since, or past the version written, or a
 // competitor's undo), and the call fails with ErrOutcomeUnknown wrapped with
 // store.ErrUnavailable; the by-content entry then stays as it was until a
@@ -62,7 +71,7 @@
 // when ctx has ended and is bounded by twice Config.Timeout, as is the
 // by-content write that follows an applied change, so a reaction write
 // returns within about five times Config.Timeout. Counters reports how often
-// settling happens.
+// settling and fencing happen.
 //
 // # Undo markers
 //

@@ -237,6 +237,7 @@ func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, 
 	if !res.applied {
 		return false, nil
 	}
+	s.counters.Deletes.Add(1)
 	if err := s.delIndex(ctx, &prev); err != nil {
 		return true, fmt.Errorf("cannot %s: %w", op, err)
 	}
@@ -254,12 +255,16 @@ func markerToken(live uint64) uint64 {
 }
 
 // decideInsert settles an insert of r: only this insert creates a row of
-// r's incarnation. No row, a marker or another incarnation's row means it
-// did not apply (unless it applied and a reader of it undid the row within
-// the moments the outcome was open, which this cannot see).
+// r's incarnation. Another incarnation's row means it did not apply (unless
+// it applied and a reader of it undid the row within the moments the
+// outcome was open, which this cannot see); no row or a marker means it has
+// not applied yet but still could (IF NOT EXISTS, or the marker it revives).
 func decideInsert(r, cur store.Reaction, found bool) outcome {
-	if found && cur.Action != store.ActionNone && cur.Incarnation == r.Incarnation {
+	switch {
+	case found && cur.Action != store.ActionNone && cur.Incarnation == r.Incarnation:
 		return outcomeApplied
+	case !found || cur.Action == store.ActionNone:
+		return outcomeOpen
 	}
 	return outcomeNotApplied
 }
@@ -271,8 +276,10 @@ func decideUpdate(prev, next, cur store.Reaction, found bool) outcome {
 		// Deleted since: from next (after this update) or from prev (by a
 		// competitor, instead of it). No way to tell.
 		return outcomeUnknown
-	case cur.Version <= prev.Version:
-		return outcomeNotApplied // the condition still holds: nothing applied
+	case cur.Version == prev.Version:
+		return outcomeOpen // the condition still holds: nothing applied yet
+	case cur.Version < prev.Version:
+		return outcomeNotApplied
 	case cur.Version == next.Version && sameContent(cur, next):
 		return outcomeApplied
 	case cur.Version == next.Version:
@@ -289,6 +296,8 @@ func decideDelete(prev store.Reaction, token uint64, cur store.Reaction, found b
 		return outcomeUnknown // a marked row never vanishes
 	case cur.Action == store.ActionNone && cur.Incarnation == token:
 		return outcomeApplied // only this call writes its token
+	case cur.Action != store.ActionNone && cur.Incarnation == prev.Incarnation && cur.Version == prev.Version:
+		return outcomeOpen // the condition still holds: nothing applied yet
 	case cur.Action != store.ActionNone && cur.Incarnation == prev.Incarnation:
 		return outcomeNotApplied // an undone incarnation never comes back
 	}
@@ -397,16 +406,33 @@ const (
 	outcomeNotApplied outcome = iota
 	outcomeApplied
 	outcomeUnknown
+	// outcomeOpen: not applied so far, but the row still satisfies the
+	// transaction's condition, so a copy of it that the cluster has not
+	// yet run (queued on a stalled node) could still apply. settle fences
+	// the row to make "not applied" final.
+	outcomeOpen
 )
+
+// maxFences bounds the fencing attempts of one settle.
+const maxFences = 3
 
 // settle decides whether a lightweight transaction on (userID, contentID)
 // that failed with cause applied. It reads the row at serial consistency,
 // which first completes any proposal that a replica accepted but nobody
-// committed, the failed one included, so the row it returns no longer
-// depends on that transaction; decide then compares it with what the
-// transaction would have written. The read runs even when ctx has ended
-// (the caller must learn what happened), bounded by twice the request
-// timeout.
+// committed, so the row it returns no longer depends on a transaction that
+// had started; decide then compares it with what the transaction would have
+// written. The read runs even when ctx has ended (the caller must learn
+// what happened), bounded by twice the request timeout.
+//
+// A serial read cannot see a transaction that has not started yet: one
+// queued behind a stalled node (a long GC pause, a frozen process) can
+// still run, and apply, after the read said "not applied". So when the row
+// still satisfies the transaction's condition (outcomeOpen), settle fences
+// it: a transaction of its own that bumps the row's version and keeps its
+// content (or, where no row is, writes a marker), conditioned on the row
+// it read. If the fence applies, the original's condition can never hold
+// again and "not applied" is final; if it does not, the row it reports
+// (or a fresh serial read) is decided again.
 func (s *Store) settle(ctx context.Context, userID, contentID string, cause error,
 	decide func(cur store.Reaction, found bool) outcome) (casResult, error) {
 	s.counters.Settled.Add(1)
@@ -417,15 +443,73 @@ func (s *Store) settle(ctx context.Context, userID, contentID string, cause erro
 		s.counters.Unknown.Add(1)
 		return casResult{}, fmt.Errorf("%w: %w: after %w: serial read failed: %w", store.ErrUnavailable, ErrOutcomeUnknown, cause, err)
 	}
-	switch decide(cur, found) {
-	case outcomeApplied:
-		return casResult{applied: true, settled: true}, nil
-	case outcomeNotApplied:
-		return casResult{settled: true, cur: cur, found: found}, nil
+	for fences := 0; ; fences++ {
+		switch decide(cur, found) {
+		case outcomeApplied:
+			return casResult{applied: true, settled: true}, nil
+		case outcomeNotApplied:
+			return casResult{settled: true, cur: cur, found: found}, nil
+		case outcomeOpen:
+			if fences == maxFences {
+				break
+			}
+			fenced, now, nowFound, err := s.fence(rctx, userID, contentID, cur, found)
+			if err != nil {
+				s.counters.Unknown.Add(1)
+				return casResult{}, fmt.Errorf("%w: %w: after %w: cannot fence the row: %w", store.ErrUnavailable, ErrOutcomeUnknown, cause, err)
+			}
+			if fenced {
+				s.counters.Fenced.Add(1)
+				return casResult{settled: true, cur: now, found: nowFound}, nil
+			}
+			cur, found = now, nowFound
+			continue
+		}
+		s.counters.Unknown.Add(1)
+		return casResult{}, fmt.Errorf("%w: %w: after %w: the row moved on (found %v, action %v, version %d)",
+			store.ErrUnavailable, ErrOutcomeUnknown, cause, found, cur.Action, cur.Version)
 	}
-	s.counters.Unknown.Add(1)
-	return casResult{}, fmt.Errorf("%w: %w: after %w: the row moved on (found %v, action %v, version %d)",
-		store.ErrUnavailable, ErrOutcomeUnknown, cause, found, cur.Action, cur.Version)
+}
+
+// fence makes the row (userID, contentID) differ from cur, which a serial
+// read returned, without changing what it holds: it bumps the version of a
+// row or a marker, or writes a marker where no row is, in a transaction
+// conditioned on cur. It reports whether the fence applied and the row as
+// it is now: the fenced row, or the one that made the fence fail (read at
+// serial consistency when the transaction did not report it). A fence whose
+// own answer is lost is settled by a serial read too: it applied if the
+// row shows it.
+func (s *Store) fence(ctx context.Context, userID, contentID string, cur store.Reaction, found bool) (bool, store.Reaction, bool, error) {
+	var q *gocql.Query
+	want := cur
+	if found {
+		want.Version = cur.Version + 1
+		q = s.query(s.q.fenceBump, want.Version, userID, contentID, cur.Version, int64(cur.Incarnation))
+	} else {
+		want = store.Reaction{UserID: userID, ContentID: contentID, Action: store.ActionNone, Version: 1,
+			Incarnation: markerToken(0), UpdatedAt: time.Now()}
+		q = s.query(s.q.fenceInsert, userID, contentID, markerAction, int64(want.Incarnation), micros(want.UpdatedAt))
+	}
+	m := make(map[string]any, 8)
+	applied, err := q.SerialConsistency(s.serialCons).Idempotent(false).MapScanCASContext(ctx, m)
+	if err == nil && applied {
+		return true, want, true, nil
+	}
+	if err == nil {
+		if now, ok := casRow(m); ok {
+			return false, now, true, nil
+		}
+	} else if !unknownOutcome(err) {
+		return false, store.Reaction{}, false, unavailable(err)
+	}
+	now, nowFound, rerr := s.readReaction(ctx, s.serialCons, userID, contentID)
+	if rerr != nil {
+		return false, store.Reaction{}, false, errors.Join(err, rerr)
+	}
+	if nowFound && now.Action == want.Action && now.Version == want.Version && now.Incarnation == want.Incarnation {
+		return true, now, true, nil
+	}
+	return false, now, nowFound, nil
 }
 
 // followUp returns the context of a write that follows an applied

@@ -263,6 +263,151 @@ func TestSettleLostAnswer(t *testing.T) {
 	}
 }
 
+// TestFenceStopsQueuedCopy checks that a settled "not applied" is final: a
+// copy of the transaction that the cluster runs only after the settling
+// read (queued on a stalled node) can no longer apply, and the row keeps
+// its content and stays writable through the normal calls.
+func TestFenceStopsQueuedCopy(t *testing.T) {
+	cfg, _ := testKeyspace(t)
+	s := openStore(t, cfg)
+	ctx := t.Context()
+	t0 := time.Now().Truncate(time.Microsecond)
+	row := func(user string, inc uint64) store.Reaction {
+		return store.Reaction{UserID: user, ContentID: "c-" + user, Action: store.ActionLike, Region: "eu-west",
+			Version: 1, Incarnation: inc, UpdatedAt: t0}
+	}
+	mustApply := func(ok bool, err error) {
+		t.Helper()
+		if err != nil || !ok {
+			t.Fatalf("write = %v, %v; want true, nil", ok, err)
+		}
+	}
+	// copyOf runs stmt as the queued copy would: a transaction with the
+	// original's values, after the settle.
+	copyOf := func(stmt string, values ...any) bool {
+		t.Helper()
+		applied, err := s.query(stmt, values...).SerialConsistency(s.serialCons).MapScanCASContext(ctx, map[string]any{})
+		if err != nil {
+			t.Fatalf("queued copy: %v", err)
+		}
+		return applied
+	}
+	lost := errors.New("test: the answer was lost before the node ran it")
+
+	tests := []struct {
+		name string
+		user string
+		// setup writes the row the transaction expects and returns the
+		// decision of its settle and the queued copy's statement.
+		setup func(u string) (decide func(store.Reaction, bool) outcome, stmt string, values []any)
+		// then writes through the normal calls after the fence.
+		then func(u string)
+		want func(u string) *store.Reaction // nil: no row
+	}{
+		{
+			name: "insert over no row",
+			user: "f-insert",
+			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+				r := row(u, 11)
+				return func(c store.Reaction, f bool) outcome { return decideInsert(r, c, f) },
+					s.q.insertReaction, []any{u, r.ContentID, "like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt)}
+			},
+			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 12))) },
+			want: func(u string) *store.Reaction { r := row(u, 12); return &r },
+		},
+		{
+			name: "insert over a marker",
+			user: "f-revive",
+			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+				mustApply(s.InsertReaction(ctx, row(u, 21)))
+				mustApply(s.DeleteReaction(ctx, row(u, 21)))
+				marker, found, err := s.readReaction(ctx, s.serialCons, u, "c-"+u)
+				if err != nil || !found || marker.Action != store.ActionNone {
+					t.Fatalf("marker = %+v, %v, %v", marker, found, err)
+				}
+				r := row(u, 22)
+				return func(c store.Reaction, f bool) outcome { return decideInsert(r, c, f) },
+					s.q.reviveReaction, []any{"like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
+						u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
+			},
+			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 23))) },
+			want: func(u string) *store.Reaction { r := row(u, 23); return &r },
+		},
+		{
+			name: "update",
+			user: "f-update",
+			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+				prev := row(u, 31)
+				mustApply(s.InsertReaction(ctx, prev))
+				next := prev
+				next.Action, next.Version = store.ActionDislike, 2
+				return func(c store.Reaction, f bool) outcome { return decideUpdate(prev, next, c, f) },
+					s.q.updateReaction, []any{"dislike", next.Region, next.Version, micros(next.UpdatedAt), u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
+			},
+			then: func(u string) {
+				cur, _, err := s.GetReaction(ctx, u, "c-"+u)
+				if err != nil || cur.Version != 2 {
+					t.Fatalf("fenced row = %+v, %v; want version 2", cur, err)
+				}
+				next := cur
+				next.Action, next.Version = store.ActionDislike, 3
+				mustApply(s.UpdateReaction(ctx, cur, next))
+			},
+			want: func(u string) *store.Reaction {
+				r := row(u, 31)
+				r.Action, r.Version = store.ActionDislike, 3
+				return &r
+			},
+		},
+		{
+			name: "delete",
+			user: "f-delete",
+			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+				prev := row(u, 41)
+				mustApply(s.InsertReaction(ctx, prev))
+				const token = 4242
+				return func(c store.Reaction, f bool) outcome { return decideDelete(prev, token, c, f) },
+					s.q.delReact, []any{markerAction, prev.Version + 1, int64(token), micros(t0), u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
+			},
+			then: func(u string) {
+				cur, _, err := s.GetReaction(ctx, u, "c-"+u)
+				if err != nil || cur.Version != 2 || cur.Action != store.ActionLike {
+					t.Fatalf("fenced row = %+v, %v; want the like at version 2", cur, err)
+				}
+				mustApply(s.DeleteReaction(ctx, cur))
+			},
+			want: func(string) *store.Reaction { return nil },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			decide, stmt, values := tt.setup(tt.user)
+			fenced := s.Counters().Fenced.Load()
+			res, err := s.settle(ctx, tt.user, "c-"+tt.user, lost, decide)
+			if err != nil || res.applied || !res.settled {
+				t.Fatalf("settle = %+v, %v; want settled, not applied", res, err)
+			}
+			if got := s.Counters().Fenced.Load() - fenced; got != 1 {
+				t.Fatalf("%d fences; want 1", got)
+			}
+			if copyOf(stmt, values...) {
+				t.Fatal("the queued copy applied after the settle said it did not")
+			}
+			tt.then(tt.user)
+			got, found, err := s.GetReaction(ctx, tt.user, "c-"+tt.user)
+			want := tt.want(tt.user)
+			switch {
+			case err != nil:
+				t.Fatalf("GetReaction: %v", err)
+			case want == nil && found:
+				t.Fatalf("row = %+v; want none", got)
+			case want != nil && (!found || got.Action != want.Action || got.Version != want.Version || got.Incarnation != want.Incarnation):
+				t.Fatalf("row = %+v (found %v); want %+v", got, found, *want)
+			}
+		})
+	}
+}
+
 func TestDecide(t *testing.T) {
 	base := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 4, Incarnation: 9,
 		UpdatedAt: time.Unix(100, 0)}
@@ -283,6 +428,9 @@ func TestDecide(t *testing.T) {
 	// rely on that.
 	marker2 := marker
 	marker2.Incarnation = base.Incarnation
+	// A fence bumps the version and keeps the content.
+	fenced := base
+	fenced.Version++
 
 	tests := []struct {
 		name string
@@ -292,20 +440,23 @@ func TestDecide(t *testing.T) {
 		{"insert: own row", decideInsert(fresh, fresh, true), outcomeApplied},
 		{"insert: own row, changed since", decideInsert(fresh, later, true), outcomeApplied},
 		{"insert: another incarnation", decideInsert(fresh, reborn, true), outcomeNotApplied},
-		{"insert: no row", decideInsert(fresh, store.Reaction{}, false), outcomeNotApplied},
-		{"update: still prev", decideUpdate(base, next, base, true), outcomeNotApplied},
+		{"insert: no row", decideInsert(fresh, store.Reaction{}, false), outcomeOpen},
+		{"update: still prev", decideUpdate(base, next, base, true), outcomeOpen},
+		{"update: fenced", decideUpdate(base, next, fenced, true), outcomeNotApplied},
 		{"update: next", decideUpdate(base, next, next, true), outcomeApplied},
 		{"update: competitor at next version", decideUpdate(base, next, competitor, true), outcomeNotApplied},
 		{"update: past next", decideUpdate(base, next, later, true), outcomeUnknown},
 		{"update: deleted", decideUpdate(base, next, store.Reaction{}, false), outcomeUnknown},
 		{"update: re-created", decideUpdate(base, next, reborn, true), outcomeUnknown},
-		{"delete: row lives", decideDelete(base, token, base, true), outcomeNotApplied},
+		{"delete: row lives", decideDelete(base, token, base, true), outcomeOpen},
+		{"delete: fenced", decideDelete(base, token, fenced, true), outcomeNotApplied},
 		{"delete: row moved on", decideDelete(base, token, later, true), outcomeNotApplied},
 		{"delete: own marker", decideDelete(base, token, marker, true), outcomeApplied},
 		{"delete: competitor's marker", decideDelete(base, token+1, marker, true), outcomeUnknown},
 		{"delete: gone", decideDelete(base, token, store.Reaction{}, false), outcomeUnknown},
 		{"delete: re-created", decideDelete(base, token, reborn, true), outcomeUnknown},
-		{"insert: over a marker of its incarnation", decideInsert(fresh, marker2, true), outcomeNotApplied},
+		{"insert: over a marker of its incarnation", decideInsert(fresh, marker2, true), outcomeOpen},
+		{"insert: over a marker", decideInsert(fresh, marker, true), outcomeOpen},
 		{"update: undone", decideUpdate(base, next, marker2, true), outcomeUnknown},
 	}
 	for _, tt := range tests {
