@@ -1,0 +1,76 @@
+package gossip
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// ClusterView is the answer of GET /v1/cluster: the region's members as
+// this node sees them and the values each published.
+type ClusterView struct {
+	Region string `json:"region"`
+	// Self is this node's name.
+	Self string `json:"self"`
+	// KeyFingerprints are this node's installed gossip keys, primary
+	// first (empty when gossip is not encrypted).
+	KeyFingerprints []string        `json:"key_fingerprints"`
+	Members         []ClusterMember `json:"members"`
+}
+
+// ClusterMember is a member and what it published.
+type ClusterMember struct {
+	Member
+	// Published lists the keys the member published, as this node holds
+	// them (empty for a dead or left member, whose values are dropped).
+	Published []PublishedKey `json:"published"`
+}
+
+// PublishedKey describes one published value without its bytes.
+type PublishedKey struct {
+	Key       string    `json:"key"`
+	Bytes     int       `json:"bytes"`
+	Version   uint64    `json:"version"`
+	Published time.Time `json:"published_at"`
+}
+
+// Cluster returns the view of GET /v1/cluster.
+func (n *Node) Cluster() ClusterView {
+	members := n.Members()
+	v := ClusterView{Region: n.cfg.Region, Self: n.name, KeyFingerprints: n.KeyFingerprints(), Members: make([]ClusterMember, 0, len(members))}
+	if v.KeyFingerprints == nil {
+		v.KeyFingerprints = []string{}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range members {
+		cm := ClusterMember{Member: m, Published: []PublishedKey{}}
+		add := func(e entry) {
+			cm.Published = append(cm.Published, PublishedKey{Key: e.Key, Bytes: len(e.Data), Version: e.Version, Published: time.UnixMilli(e.Millis).UTC()})
+		}
+		if m.Self {
+			for _, e := range n.own {
+				add(e)
+			}
+		} else {
+			for _, pe := range n.peers[m.Name] {
+				add(pe.entry)
+			}
+		}
+		slices.SortFunc(cm.Published, func(a, b PublishedKey) int { return cmp.Compare(a.Key, b.Key) })
+		v.Members = append(v.Members, cm)
+	}
+	return v
+}
+
+// ClusterHandler serves Cluster as JSON (for GET /v1/cluster; the caller
+// routes the method).
+func (n *Node) ClusterHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(n.Cluster())
+	})
+}
