@@ -144,6 +144,9 @@ type Consumer struct {
 	js  jetstream.JetStream
 	cfg ConsumerConfig
 	log *slog.Logger
+	// pinned, when set, makes the durable consumers priority-group
+	// consumers with the pinned-client policy (see GroupConsumer).
+	pinned *pinnedPolicy
 
 	applied, retries, terminated, redelivered, ackErrors, fetchErrors atomic.Uint64
 }
@@ -233,7 +236,7 @@ func (c *Consumer) checkPartitions(partitions []uint32) error {
 // ensure creates or updates the durable consumer of a partition.
 func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, error) {
 	name := c.Name(p)
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream.Name, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "edgecount rollup, partition " + strconv.FormatUint(uint64(p), 10),
 		FilterSubject: c.cfg.Stream.Subject(p),
@@ -243,7 +246,13 @@ func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, er
 		MaxDeliver:    -1,
 		MaxAckPending: 1, // strict order: k+1 is not delivered before k is acked
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
-	})
+	}
+	if c.pinned != nil {
+		cfg.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cfg.PriorityGroups = []string{c.pinned.group}
+		cfg.PinnedTTL = c.pinned.ttl
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream.Name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create consumer %s on stream %s: %w", name, c.cfg.Stream.Name, err)
 	}

@@ -110,11 +110,18 @@ type running struct {
 // cleanup stops it too.
 func start(t testing.TB, c *Consumer, partitions []uint32, h Handler) *running {
 	t.Helper()
+	return startFunc(t, func(ctx context.Context) error { return c.Run(ctx, partitions, h) })
+}
+
+// startFunc runs run in a goroutine until stop; the test's cleanup stops it
+// too.
+func startFunc(t testing.TB, run func(ctx context.Context) error) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.err = c.Run(ctx, partitions, h)
+		r.err = run(ctx)
 	}()
 	t.Cleanup(func() { r.stop() })
 	return r
