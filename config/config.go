@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/cassandra"
 )
@@ -38,6 +39,7 @@ type Config struct {
 	NATS      NATS      `yaml:"nats"`
 	Redis     Redis     `yaml:"redis"`
 	Cassandra Cassandra `yaml:"cassandra"`
+	Trending  Trending  `yaml:"trending"`
 }
 
 // Agent configures an edge agent.
@@ -67,6 +69,29 @@ type Rollup struct {
 	Data string `yaml:"data"`
 	// Owned lists the partitions this process consumes; empty means all.
 	Owned []int `yaml:"owned"`
+	// Recount configures the recount job (also run by a standalone agent's
+	// in-process rollup).
+	Recount Recount `yaml:"recount"`
+}
+
+// Recount configures the recount job that repairs totals from the
+// reactions (rollup.RecountConfig).
+type Recount struct {
+	// Interval between passes; 0 disables passes (on-demand only).
+	Interval time.Duration `yaml:"interval"`
+	// StaleAfter: an item none of whose totals rows changed for this long
+	// is checked by every pass that scans it.
+	StaleAfter time.Duration `yaml:"stale_after"`
+	// Sample: recently updated items each pass also checks, at random.
+	Sample int `yaml:"sample"`
+	// Quiet bounds the time from a reaction to its delta being applied:
+	// at least agent.flush_interval plus the publish and rollup lag
+	// tolerated. A repair waits for it and is skipped if the item's totals
+	// moved meanwhile. 0 (the default) means the larger of 30 s and three
+	// flush intervals.
+	Quiet time.Duration `yaml:"quiet"`
+	// Batch: totals rows scanned per pass.
+	Batch int `yaml:"batch"`
 }
 
 // NATS says how to reach the broker. An empty URL means the embedded
@@ -112,9 +137,37 @@ type Cassandra struct {
 	ConnectTimeout    time.Duration  `yaml:"connect_timeout"`
 }
 
+// Trending configures the trending lists: the agents' summaries and hot
+// counter rule (region.TrendingConfig) and the rollups' stored lists
+// (rollup.TrendingConfig). Every agent and rollup of a system should use
+// the same counters.
+type Trending struct {
+	// Counters lists the counters with trending lists; an empty list
+	// (counters: []) turns trending off.
+	Counters []string `yaml:"counters"`
+	// SummaryBytes is the memory of one agent summary: one time bucket of
+	// one counter (a counter keeps 91 of them).
+	SummaryBytes int `yaml:"summary_bytes"`
+	// ListLen is how many items of each list an agent ships to the rollup
+	// and broadcasts to its peers (1..1000; more than the k asked for).
+	ListLen int `yaml:"list_len"`
+	// RowItems bounds one stored list (one partition's) of the rollup.
+	RowItems int `yaml:"row_items"`
+	// Interval is how often a rollup stores a partition's lists.
+	Interval time.Duration `yaml:"interval"`
+	// HotTop is N of the hot-counter rule (0 turns it off): an item in its
+	// region's top N over HotWindow gets HotShards shards, and goes back
+	// to one after HotCoolAfter out of the top 2N.
+	HotTop       int           `yaml:"hot_top"`
+	HotWindow    string        `yaml:"hot_window"`
+	HotShards    int           `yaml:"hot_shards"`
+	HotCoolAfter time.Duration `yaml:"hot_cool_after"`
+}
+
 // Default returns the standalone defaults.
 func Default() Config {
 	cd := cassandra.DefaultConfig()
+	rd := rollup.DefaultRecountConfig()
 	return Config{
 		Region:     "local",
 		Partitions: 16,
@@ -123,11 +176,23 @@ func Default() Config {
 			HTTP: "127.0.0.1:8080", Data: "./data",
 			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
 		},
-		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup"},
+		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
+			Interval: rd.Interval, StaleAfter: rd.StaleAfter, Sample: rd.Sample, Batch: rd.Batch,
+		}},
 		Cassandra: Cassandra{
 			Port: cd.Port, Keyspace: cd.Keyspace, Consistency: cd.Consistency, SerialConsistency: cd.SerialConsistency,
 			Timeout: cd.Timeout, ConnectTimeout: cd.ConnectTimeout,
 		},
+		Trending: defaultTrending(),
+	}
+}
+
+func defaultTrending() Trending {
+	at, rt := region.DefaultTrendingConfig(), rollup.DefaultTrendingConfig(1)
+	return Trending{
+		Counters: at.Counters, SummaryBytes: at.SummaryBytes, ListLen: at.ListLen,
+		RowItems: rt.RowItems, Interval: rt.Interval,
+		HotTop: at.Hot.Top, HotWindow: at.Hot.Window, HotShards: at.Hot.Shards, HotCoolAfter: at.Hot.CoolAfter,
 	}
 }
 
@@ -186,11 +251,17 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	dur("EDGECOUNT_FLUSH_INTERVAL", &c.Agent.FlushInterval)
 	str("EDGECOUNT_ROLLUP_HTTP", &c.Rollup.HTTP)
 	str("EDGECOUNT_ROLLUP_DATA", &c.Rollup.Data)
+	dur("EDGECOUNT_RECOUNT_INTERVAL", &c.Rollup.Recount.Interval)
+	dur("EDGECOUNT_RECOUNT_STALE_AFTER", &c.Rollup.Recount.StaleAfter)
+	num("EDGECOUNT_RECOUNT_SAMPLE", &c.Rollup.Recount.Sample)
+	dur("EDGECOUNT_RECOUNT_QUIET", &c.Rollup.Recount.Quiet)
+	num("EDGECOUNT_RECOUNT_BATCH", &c.Rollup.Recount.Batch)
 	str("EDGECOUNT_NATS_URL", &c.NATS.URL)
 	str("EDGECOUNT_NATS_CREDS", &c.NATS.CredsFile)
 	str("EDGECOUNT_REDIS_ADDR", &c.Redis.Addr)
 	str("EDGECOUNT_REDIS_PASSWORD", &c.Redis.Password)
 	list("EDGECOUNT_CASSANDRA_HOSTS", &c.Cassandra.Hosts)
+	list("EDGECOUNT_TRENDING_COUNTERS", &c.Trending.Counters)
 	str("EDGECOUNT_CASSANDRA_KEYSPACE", &c.Cassandra.Keyspace)
 	str("EDGECOUNT_CASSANDRA_LOCAL_DC", &c.Cassandra.LocalDC)
 	return errors.Join(errs...)
@@ -280,6 +351,22 @@ func (c Config) validate(role Role) error {
 			errs = append(errs, errors.New("rollup.data: must not be empty without Cassandra"))
 		}
 	}
+	if role == RoleRollup || c.Standalone() {
+		// Partitions and owned are checked above; only the settings here.
+		rcv := c.RecountConfig()
+		rcv.Partitions, rcv.Owned = 1, nil
+		if err := rcv.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("rollup.recount: %w", err))
+		}
+		if q := c.Rollup.Recount.Quiet; q != 0 && q <= c.Agent.FlushInterval {
+			errs = append(errs, fmt.Errorf("rollup.recount.quiet %v: must exceed agent.flush_interval (%v) plus the tolerated lag", q, c.Agent.FlushInterval))
+		}
+	}
+	if role == RoleRollup || c.Standalone() {
+		if err := c.RollupTrendingConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("trending: %w", err))
+		}
+	}
 	if err := c.StreamConfig().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("nats: %w", err))
 	}
@@ -311,7 +398,17 @@ func (c Config) AgentConfig() region.Config {
 	ac.Partitions = c.Partitions
 	ac.FlushInterval = c.Agent.FlushInterval
 	ac.CacheTTL = c.Agent.CacheTTL
+	t := c.Trending
+	ac.Trending = region.TrendingConfig{
+		Counters: t.Counters, SummaryBytes: t.SummaryBytes, ListLen: t.ListLen,
+		Hot: region.HotConfig{Top: t.HotTop, Window: t.HotWindow, Shards: t.HotShards, CoolAfter: t.HotCoolAfter},
+	}
 	return ac
+}
+
+// RollupTrendingConfig returns the rollup's trending configuration.
+func (c Config) RollupTrendingConfig() rollup.TrendingConfig {
+	return rollup.TrendingConfig{Partitions: c.Partitions, RowItems: c.Trending.RowItems, Interval: c.Trending.Interval}
 }
 
 // ConnConfig returns the NATS connection settings for a client called name.
@@ -345,6 +442,31 @@ func (c Config) ConsumerConfig(logger *slog.Logger) natsjs.ConsumerConfig {
 	}
 	cc.Logger = logger
 	return cc
+}
+
+// RecountConfig returns the recount job's configuration: its settings,
+// the stream's partitions and the partitions this process owns
+// (rollup.owned; all when empty).
+func (c Config) RecountConfig() rollup.RecountConfig {
+	rc := rollup.DefaultRecountConfig()
+	r := c.Rollup.Recount
+	rc.Interval, rc.StaleAfter, rc.Sample, rc.Quiet, rc.Batch = r.Interval, r.StaleAfter, r.Sample, r.Quiet, r.Batch
+	if rc.Quiet == 0 {
+		rc.Quiet = defaultQuiet(c.Agent.FlushInterval)
+	}
+	rc.Partitions = c.Partitions
+	for _, p := range c.Rollup.Owned {
+		if p >= 0 {
+			rc.Owned = append(rc.Owned, uint32(p))
+		}
+	}
+	return rc
+}
+
+// defaultQuiet is the recount's quiet period when none is configured: the
+// larger of 30 s and three flush intervals.
+func defaultQuiet(flush time.Duration) time.Duration {
+	return max(30*time.Second, 3*flush)
 }
 
 // CassandraConfig returns the Cassandra store's configuration.

@@ -1,6 +1,9 @@
 package directory
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Local is an in-process directory: a default shard count plus explicit
 // entries for the counters that need more (or fewer). Safe for concurrent
@@ -46,6 +49,19 @@ func (l *Local) Delete(contentID, counter string) {
 	l.mu.Lock()
 	delete(l.m, localKey{contentID, counter})
 	l.mu.Unlock()
+}
+
+// SetShards is Set, or Delete when shards is 1 or less ("back to the
+// default"). It never fails; ctx is unused. It is how the agent's hot
+// counter rule (region.ShardWriter) records shard counts in standalone
+// mode, so that counters created later get them too.
+func (l *Local) SetShards(_ context.Context, contentID, counter string, shards int) error {
+	if shards <= 1 {
+		l.Delete(contentID, counter)
+		return nil
+	}
+	l.Set(contentID, counter, shards)
+	return nil
 }
 
 // Default returns the shard count of counters without an entry.

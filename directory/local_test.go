@@ -12,6 +12,9 @@ import (
 // Local must satisfy the interface the agent consumes.
 var _ region.Directory = (*directory.Local)(nil)
 
+// The hot-counter rule writes through it in standalone mode.
+var _ region.ShardWriter = (*directory.Local)(nil)
+
 func TestLocalDefault(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -150,6 +153,21 @@ func TestLocalConcurrent(t *testing.T) {
 			if got := d.Shards(fmt.Sprintf("v%d-%d", w, i), "view"); got != want {
 				t.Fatalf("Shards(v%d-%d) = %d, want %d", w, i, got, want)
 			}
+		}
+	}
+}
+
+func TestLocalSetShards(t *testing.T) {
+	d := directory.NewLocal(1)
+	ctx := t.Context()
+	for _, st := range []struct{ shards, want, wantLen int }{
+		{16, 16, 1}, {4, 4, 1}, {1, 1, 0}, {8, 8, 1}, {0, 1, 0}, {-3, 1, 0},
+	} {
+		if err := d.SetShards(ctx, "v1", "like", st.shards); err != nil {
+			t.Fatalf("SetShards(%d) = %v", st.shards, err)
+		}
+		if got := d.Shards("v1", "like"); got != st.want || d.Len() != st.wantLen {
+			t.Fatalf("after SetShards(%d): Shards = %d, Len = %d; want %d, %d", st.shards, got, d.Len(), st.want, st.wantLen)
 		}
 	}
 }

@@ -43,6 +43,10 @@ type Service interface {
 	Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
 	// Ready returns nil when every dependency is reachable.
 	Ready(ctx context.Context) error
+	// Trending returns the k items with the largest counts of counter over
+	// window in scope (store.GlobalScope or a region), ranked, each with
+	// its error bound, and the time the list is as of.
+	Trending(ctx context.Context, scope, counter, window string, k int) (store.Trending, error)
 }
 
 // Route patterns.
@@ -53,6 +57,7 @@ const (
 	routeIncrements   = "POST /v1/increments"
 	routeGetCount     = "GET /v1/counts/{content_id}"
 	routeGetCounts    = "GET /v1/counts"
+	routeTrending     = "GET /v1/trending"
 	routeHealthz      = "GET /healthz"
 	routeReadyz       = "GET /readyz"
 	routePrometheus   = "GET /metrics"
@@ -78,6 +83,7 @@ type api struct {
 	log        *slog.Logger
 	scopes     map[string]bool // valid ?region= values
 	scopeList  string          // the same, for messages
+	trending   map[string]bool // counters with trending lists
 	retryAfter string
 	bufs       sync.Pool // *[]byte
 	incs       sync.Pool // *[]region.Increment
@@ -118,6 +124,10 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 	for _, r := range cfg.Regions {
 		a.scopes[r] = true
 	}
+	a.trending = make(map[string]bool, len(cfg.TrendingCounters))
+	for _, c := range cfg.TrendingCounters {
+		a.trending[c] = true
+	}
 	a.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	a.incs.New = func() any { s := make([]region.Increment, 0, 128); return &s }
 
@@ -131,6 +141,7 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		{routeIncrements, http.HandlerFunc(a.postIncrements)},
 		{routeGetCount, http.HandlerFunc(a.getCount)},
 		{routeGetCounts, http.HandlerFunc(a.getCounts)},
+		{routeTrending, http.HandlerFunc(a.getTrending)},
 		{routeHealthz, http.HandlerFunc(a.healthz)},
 		{routeReadyz, http.HandlerFunc(a.readyz)},
 		{routePrometheus, metrics},

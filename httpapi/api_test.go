@@ -35,6 +35,9 @@ func seed(f *fakeService) {
 		{ContentID: "c1", Scope: "us", Likes: 3, UpdatedAt: t0},
 	}
 	f.stats["c2"] = []store.Stats{{ContentID: "c2", Scope: "global", Likes: 1, UpdatedAt: t0}}
+	f.trending = store.Trending{AsOf: t0, Items: []store.TrendingItem{
+		{ContentID: "c1", Count: 90, Error: 3}, {ContentID: `q"1`, Count: 40}, {ContentID: "c2", Count: 7, Error: 7},
+	}}
 }
 
 // TestHappyPaths checks the exact answer of every endpoint and the calls the
@@ -144,6 +147,30 @@ func TestHappyPaths(t *testing.T) {
 			wantCalls: []string{fmt.Sprint("Counts ", batch100)},
 		},
 		{
+			name: "trending, defaults", method: "GET", target: "/v1/trending",
+			wantStatus: 200, wantBody: `{"region":"global","counter":"like","window":"5m","as_of":"2025-01-02T03:04:05.006Z","items":[` +
+				`{"content_id":"c1","count":90,"error":3},{"content_id":"q\"1","count":40,"error":0},{"content_id":"c2","count":7,"error":7}]}`,
+			wantCalls: []string{"Trending global like 5m 10"},
+		},
+		{
+			name: "trending, every parameter", method: "GET", target: "/v1/trending?k=2&window=24h&region=us&counter=view",
+			wantStatus: 200, wantBody: `{"region":"us","counter":"view","window":"24h","as_of":"2025-01-02T03:04:05.006Z","items":[` +
+				`{"content_id":"c1","count":90,"error":3},{"content_id":"q\"1","count":40,"error":0}]}`,
+			wantCalls: []string{"Trending us view 24h 2"},
+		},
+		{
+			name: "trending, k bounds and own region", method: "GET", target: "/v1/trending?region=eu&k=1000&window=1h",
+			wantStatus: 200, wantBody: `{"region":"eu","counter":"like","window":"1h","as_of":"2025-01-02T03:04:05.006Z","items":[` +
+				`{"content_id":"c1","count":90,"error":3},{"content_id":"q\"1","count":40,"error":0},{"content_id":"c2","count":7,"error":7}]}`,
+			wantCalls: []string{"Trending eu like 1h 1000"},
+		},
+		{
+			name: "trending, k 1", method: "GET", target: "/v1/trending?k=1",
+			wantStatus: 200, wantBody: `{"region":"global","counter":"like","window":"5m","as_of":"2025-01-02T03:04:05.006Z","items":[` +
+				`{"content_id":"c1","count":90,"error":3}]}`,
+			wantCalls: []string{"Trending global like 5m 1"},
+		},
+		{
 			name: "healthz", method: "GET", target: "/healthz",
 			wantStatus: 200, wantBody: `{"status":"ok"}`,
 		},
@@ -218,6 +245,7 @@ func TestServiceErrors(t *testing.T) {
 		{"POST", "/v1/increments", incBody(item(`"c1"`, `"view"`, "1"))},
 		{"GET", "/v1/counts/c1", ""},
 		{"GET", "/v1/counts?content_id=c1", ""},
+		{"GET", "/v1/trending", ""},
 	}
 	secret := errors.New("dial tcp 10.0.0.7:9042: secret detail")
 	for _, c := range []struct {
@@ -559,5 +587,33 @@ func TestResponseController(t *testing.T) {
 	}
 	if resp.StatusCode != 200 || string(body) != "ab" {
 		t.Errorf("answer = %d %q, want 200 \"ab\"", resp.StatusCode, body)
+	}
+}
+
+// TestTrendingUntrackedFromService: a counter the agent keeps no list for
+// (its configuration differs from the API's) is a 400 naming the counter,
+// and an empty list is answered with as_of null.
+func TestTrendingUntrackedFromService(t *testing.T) {
+	ta := newTestAPI(t, testConfig())
+	ta.fake.err = fmt.Errorf("cannot rank: %w", region.ErrNotTracked)
+	rec := ta.do(t, "GET", "/v1/trending?counter=view", "", "")
+	if eb := decodeError(t, rec); rec.Code != 400 || eb.Field != "counter" || !strings.Contains(eb.Error, "kept for: like, view") {
+		t.Fatalf("answer = %d %s; want 400 naming counter", rec.Code, rec.Body)
+	}
+	ta.fake.err = nil
+	rec = ta.do(t, "GET", "/v1/trending?counter=view", "", "")
+	if want := `{"region":"global","counter":"view","window":"5m","as_of":null,"items":[]}`; rec.Code != 200 || rec.Body.String() != want {
+		t.Fatalf("empty list = %d %s; want 200 %s", rec.Code, rec.Body, want)
+	}
+
+	cfg := testConfig()
+	cfg.TrendingCounters = nil
+	off := newTestAPI(t, cfg)
+	rec = off.do(t, "GET", "/v1/trending", "", "")
+	if eb := decodeError(t, rec); rec.Code != 400 || eb.Field != "counter" || !strings.Contains(eb.Error, "trending is off") {
+		t.Fatalf("trending off: answer = %d %s; want 400 naming counter", rec.Code, rec.Body)
+	}
+	if calls := off.fake.Calls(); len(calls) != 0 {
+		t.Fatalf("service calls = %q; want none", calls)
 	}
 }

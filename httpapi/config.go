@@ -29,6 +29,9 @@ type Config struct {
 	// RetryAfter is sent (rounded up to whole seconds) with 503 and 409
 	// answers. Default 1s.
 	RetryAfter time.Duration
+	// TrendingCounters lists the counters GET /v1/trending answers for
+	// (the agent's trending counters); any other is a 400.
+	TrendingCounters []string
 }
 
 // Defaults.
@@ -101,6 +104,11 @@ func (c Config) Validate() error {
 	}
 	if c.RetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("retry after %v is negative", c.RetryAfter))
+	}
+	for i, name := range c.TrendingCounters {
+		if !store.ValidCounter(name) {
+			errs = append(errs, fmt.Errorf("trending counters[%d] %q is not a valid counter name", i, name))
+		}
 	}
 	return errors.Join(errs...)
 }

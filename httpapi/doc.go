@@ -10,6 +10,7 @@
 //	POST /v1/increments                          {"increments":[{"content_id","counter","delta"}]}
 //	GET  /v1/counts/{content_id}?region=R
 //	GET  /v1/counts?content_id=a&content_id=b&region=R
+//	GET  /v1/trending?region=R|global&counter=like&window=5m&k=10
 //	GET  /healthz, GET /readyz, GET /metrics
 //
 // # Invariants
@@ -48,6 +49,13 @@
 //     may repeat and are answered in the order asked.
 //   - region (?region=): "global" (the default) or one of Config.Regions; at
 //     most once.
+//   - trending (GET /v1/trending): region as above; counter (default
+//     "like") one of Config.TrendingCounters; window (default "5m") one of
+//     5m, 1h, 24h; k (default 10) 1 to 4 decimal digits worth 1..1000. Each
+//     at most once; anything else is a 400 naming the parameter. The answer
+//     is {"region","counter","window","as_of","items":[{"content_id",
+//     "count","error"}]}: at most k items ranked by count, the true count of
+//     each in [count-error, count], as_of null when nothing is stored yet.
 //   - JSON: strict RFC 8259 syntax; object keys match exactly (no case
 //     folding); unknown fields, duplicate fields, missing fields, null and
 //     wrong types are 400s naming the field; data after the value is a 400

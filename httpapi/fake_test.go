@@ -27,11 +27,12 @@ type fakeService struct {
 	reactions  map[[2]string]store.Reaction
 	stats      map[string][]store.Stats
 	result     region.ReactResult
-	err        error    // returned by every method but Ready
-	readyErr   error    // returned by Ready
-	degraded   []string // returned by Degraded
-	panicOn    string   // method name that panics
-	noRecord   bool     // benchmarks: record nothing
+	err        error          // returned by every method but Ready
+	readyErr   error          // returned by Ready
+	degraded   []string       // returned by Degraded
+	panicOn    string         // method name that panics
+	noRecord   bool           // benchmarks: record nothing
+	trending   store.Trending // answered by Trending (items cut to k)
 }
 
 func newFake() *fakeService {
@@ -138,6 +139,18 @@ func (f *fakeService) Ready(ctx context.Context) error {
 	return f.readyErr
 }
 
+func (f *fakeService) Trending(ctx context.Context, scope, counter, window string, k int) (store.Trending, error) {
+	if err := f.record("Trending", scope, " ", counter, " ", window, " ", k); err != nil {
+		return store.Trending{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.trending
+	t.Scope, t.Counter, t.Window = scope, counter, window
+	t.Items = t.Items[:min(k, len(t.Items))]
+	return t, nil
+}
+
 // testAPI is an API over a fake service, with its registry and log.
 type testAPI struct {
 	h    http.Handler
@@ -168,7 +181,7 @@ func (s *syncBuffer) String() string {
 const metricsBody = "# fake metrics\nup 1\n"
 
 func testConfig() Config {
-	return Config{Region: "eu", Regions: []string{"eu", "us", "ap"}}
+	return Config{Region: "eu", Regions: []string{"eu", "us", "ap"}, TrendingCounters: []string{"like", "view"}}
 }
 
 func newTestAPI(t testing.TB, cfg Config) *testAPI {

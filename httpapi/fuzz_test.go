@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -188,6 +189,59 @@ func FuzzQuery(f *testing.F) {
 				if !store.ValidID(c.ContentID) || !ta.h.(*api).scopes[c.Region] {
 					t.Fatalf("answered %+v, which breaks a rule", c)
 				}
+			}
+		case http.StatusBadRequest:
+			var eb errorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Field == "" || eb.Error == "" {
+				t.Fatalf("400 answer %s is not a JSON error with a field (%v)", rec.Body, err)
+			}
+			if len(calls) != 0 {
+				t.Fatalf("rejected query %q reached the service: %q", rawQuery, calls)
+			}
+		default:
+			t.Fatalf("status = %d, want 200 or 400", rec.Code)
+		}
+	})
+}
+
+// FuzzTrendingQuery: any query of GET /v1/trending is either answered 200
+// after exactly one service call with parameters inside every rule, or 400
+// naming a field without reaching the service.
+func FuzzTrendingQuery(f *testing.F) {
+	ta := newTestAPI(f, testConfig())
+	seed(ta.fake)
+	for _, q := range []string{"", "region=us&counter=view&window=24h&k=1000", "k=0", "window=5m&window=5m", "counter=like&k=01"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		ta.fake.reset()
+		req := httptest.NewRequest(http.MethodGet, "/v1/trending", nil)
+		req.URL.RawQuery = rawQuery
+		rec := httptest.NewRecorder()
+		ta.h.ServeHTTP(rec, req)
+		calls := ta.fake.Calls()
+		switch rec.Code {
+		case http.StatusOK:
+			var scope, counter, window string
+			var k int
+			if len(calls) != 1 {
+				t.Fatalf("200 with service calls %q", calls)
+			}
+			if _, err := fmt.Sscanf(calls[0], "Trending %s %s %s %d", &scope, &counter, &window, &k); err != nil {
+				t.Fatalf("service call %q: %v", calls[0], err)
+			}
+			_, okWindow := store.WindowSpan(window)
+			if !ta.h.(*api).scopes[scope] || (counter != "like" && counter != "view") || !okWindow || k < 1 || k > 1000 {
+				t.Fatalf("query %q reached the service as %q, which breaks a rule", rawQuery, calls[0])
+			}
+			var out struct {
+				Region string `json:"region"`
+				Items  []struct {
+					ContentID string `json:"content_id"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Region != scope || len(out.Items) > k {
+				t.Fatalf("answer %s to %q: %v", rec.Body, calls[0], err)
 			}
 		case http.StatusBadRequest:
 			var eb errorBody

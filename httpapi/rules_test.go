@@ -332,9 +332,41 @@ func ruleCases() []ruleCase {
 	add(ruleCase{name: "region twice", method: get, target: "/v1/counts/c1?region=eu&region=eu",
 		wantStatus: 400, wantField: "region"})
 
+	// Trending.
+	for _, c := range []struct{ name, query, field, contains string }{
+		{"k zero", "k=0", "k", "1 to 1000"},
+		{"k over", "k=1001", "k", "1 to 1000"},
+		{"k negative", "k=-1", "k", "1 to 1000"},
+		{"k plus", "k=%2B5", "k", "1 to 1000"},
+		{"k fraction", "k=1.5", "k", "1 to 1000"},
+		{"k exponent", "k=1e2", "k", "1 to 1000"},
+		{"k empty", "k=", "k", "1 to 1000"},
+		{"k long", "k=00010", "k", "1 to 1000"},
+		{"k twice", "k=1&k=2", "k", "more than once"},
+		{"window unknown", "window=10m", "window", "5m, 1h, 24h"},
+		{"window upper", "window=5M", "window", "5m"},
+		{"window empty", "window=", "window", "5m"},
+		{"window twice", "window=5m&window=1h", "window", "more than once"},
+		{"counter bad name", "counter=View", "counter", "[a-z]"},
+		{"counter empty", "counter=", "counter", "[a-z]"},
+		{"counter untracked", "counter=share", "counter", "kept for: like, view"},
+		{"counter dislike untracked", "counter=dislike", "counter", "kept for"},
+		{"counter twice", "counter=like&counter=view", "counter", "more than once"},
+		{"region unknown", "region=mars", "region", "global, eu, us, ap"},
+		{"region upper", "region=GLOBAL", "region", "must be one of"},
+		{"region twice", "region=eu&region=us", "region", "more than once"},
+		{"unknown parameter", "limit=10", "limit", "not a known"},
+		{"content_id parameter", "content_id=c1", "content_id", "not a known"},
+		{"semicolon", "k=1;window=5m", "query", "'&'"},
+		{"bad escape", "k=%zz", "query", "malformed"},
+	} {
+		add(ruleCase{name: "trending " + c.name, method: get, target: "/v1/trending?" + c.query,
+			wantStatus: 400, wantField: c.field, wantErrorContains: c.contains})
+	}
+	add(ruleCase{name: "POST trending", method: post, target: "/v1/trending", ctype: ct, body: "{}", wantStatus: 405, wantField: "method"})
+
 	// Routing.
 	add(ruleCase{name: "unknown path", method: get, target: "/v1/nothing", wantStatus: 404, wantField: "path"})
-	add(ruleCase{name: "trending not yet", method: get, target: "/v1/trending?counter=like", wantStatus: 404, wantField: "path"})
 	add(ruleCase{name: "trailing slash", method: get, target: "/v1/counts/c1/", wantStatus: 404, wantField: "path"})
 	add(ruleCase{name: "empty path segment", method: get, target: "/v1/reactions//c1", wantStatus: 400, wantField: "path"})
 	add(ruleCase{name: "dot-dot segment", method: get, target: "/v1/counts/a/../b", wantStatus: 400, wantField: "path"})

@@ -3,6 +3,7 @@ package partial
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -27,6 +28,31 @@ type Batch struct {
 	Partition uint32
 	FlushedAt time.Time // kept to the millisecond on the wire
 	Sums      []Sum
+	// Tops are the agent's trending lists for this partition, computed at
+	// FlushedAt (see TopList). A message carries them after its Sums; a
+	// flush puts them in the last message of the partition.
+	Tops []TopList
+}
+
+// TopList is one agent's trending list of one counter over one window,
+// cut to the items of the batch's partition: each item the agent's summary
+// tracks among the list's first entries (more than the K a reader asks for)
+// with its count and error bound (its true count is in [Count-Error,
+// Count]), and Floor, which bounds the agent's count of every item of the
+// partition the list does not name. The counts are of the agent's own
+// region, as of Batch.FlushedAt.
+type TopList struct {
+	Counter string
+	Window  string // "5m", "1h", "24h"
+	Floor   int64
+	Items   []TopItem
+}
+
+// TopItem is one item of a TopList.
+type TopItem struct {
+	ContentID string
+	Count     int64 // 1..2^63-1
+	Error     int64 // 0..Count
 }
 
 // Sum is the delta one agent accumulated for one counter of one item,
@@ -66,12 +92,25 @@ const (
 	fPartition = 6
 	fFlushedAt = 7
 	fSums      = 8
+	fTops      = 9
 
 	fSumContent = 1
 	fSumCounter = 2
 	fSumRegion  = 3
 	fSumDelta   = 4
+
+	fTopCounter = 1
+	fTopWindow  = 2
+	fTopFloor   = 3
+	fTopItems   = 4
+
+	fItemContent = 1
+	fItemCount   = 2
+	fItemError   = 3
 )
+
+// MaxWindowLen is the longest window name a TopList may carry.
+const MaxWindowLen = 8
 
 // Append appends the encoding of b to dst and returns the extended slice.
 // A Sum whose Region equals b.Region is written without it.
@@ -104,7 +143,51 @@ func Append(dst []byte, b *Batch) []byte {
 			dst = protowire.AppendVarint(dst, protowire.EncodeZigZag(s.Delta))
 		}
 	}
+	for i := range b.Tops {
+		dst = appendTop(dst, &b.Tops[i])
+	}
 	return dst
+}
+
+func appendTop(dst []byte, t *TopList) []byte {
+	dst = protowire.AppendTag(dst, fTops, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(topBodySize(t)))
+	dst = appendString(dst, fTopCounter, t.Counter)
+	dst = appendString(dst, fTopWindow, t.Window)
+	dst = appendUint(dst, fTopFloor, uint64(t.Floor))
+	for i := range t.Items {
+		it := &t.Items[i]
+		dst = protowire.AppendTag(dst, fTopItems, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(itemSize(it)))
+		dst = appendString(dst, fItemContent, it.ContentID)
+		dst = appendUint(dst, fItemCount, uint64(it.Count))
+		dst = appendUint(dst, fItemError, uint64(it.Error))
+	}
+	return dst
+}
+
+// TopListSize returns how many bytes t adds to an encoded batch.
+func TopListSize(t *TopList) int {
+	return protowire.SizeTag(fTops) + protowire.SizeBytes(topBodySize(t))
+}
+
+func topBodySize(t *TopList) int {
+	n := stringSize(fTopCounter, t.Counter) + stringSize(fTopWindow, t.Window) + uintSize(fTopFloor, uint64(t.Floor))
+	for i := range t.Items {
+		n += protowire.SizeTag(fTopItems) + protowire.SizeBytes(itemSize(&t.Items[i]))
+	}
+	return n
+}
+
+func itemSize(it *TopItem) int {
+	return stringSize(fItemContent, it.ContentID) + uintSize(fItemCount, uint64(it.Count)) + uintSize(fItemError, uint64(it.Error))
+}
+
+func uintSize(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
 }
 
 // SumSize returns how many bytes s adds to an encoded batch of region
@@ -154,7 +237,7 @@ func appendUint(dst []byte, num protowire.Number, v uint64) []byte {
 // rejects other schema versions, malformed wire data, invalid ids, counter
 // and region names, and zero deltas.
 func Decode(data []byte, b *Batch) error {
-	*b = Batch{Sums: b.Sums[:0]}
+	*b = Batch{Sums: b.Sums[:0], Tops: b.Tops[:0]}
 	var version uint64
 	var sawVersion bool
 	for len(data) > 0 {
@@ -210,6 +293,22 @@ func Decode(data []byte, b *Batch) error {
 				return fmt.Errorf("%w: sum %d: %v", ErrMalformed, len(b.Sums), err)
 			}
 			b.Sums = append(b.Sums, s)
+			data = data[n:]
+		case num == fTops && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(data)
+			if n < 0 {
+				return fmt.Errorf("%w: top list: %v", ErrMalformed, protowire.ParseError(n))
+			}
+			t, err := decodeTop(v)
+			if err != nil {
+				return fmt.Errorf("%w: top list %d: %v", ErrMalformed, len(b.Tops), err)
+			}
+			for i := range b.Tops {
+				if b.Tops[i].Counter == t.Counter && b.Tops[i].Window == t.Window {
+					return fmt.Errorf("%w: top list %d: counter %q window %q listed twice", ErrMalformed, len(b.Tops), t.Counter, t.Window)
+				}
+			}
+			b.Tops = append(b.Tops, t)
 			data = data[n:]
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, data)
@@ -287,4 +386,133 @@ func decodeSum(data []byte) (Sum, error) {
 		return s, errors.New("zero delta")
 	}
 	return s, nil
+}
+
+func decodeTop(data []byte) (TopList, error) {
+	var t TopList
+	var floor uint64
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return t, protowire.ParseError(n)
+		}
+		data = data[n:]
+		switch {
+		case (num == fTopCounter || num == fTopWindow) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(data)
+			if n < 0 {
+				return t, protowire.ParseError(n)
+			}
+			if num == fTopCounter {
+				t.Counter = string(v)
+			} else {
+				t.Window = string(v)
+			}
+			data = data[n:]
+		case num == fTopFloor && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(data)
+			if n < 0 {
+				return t, protowire.ParseError(n)
+			}
+			floor, data = v, data[n:]
+		case num == fTopItems && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(data)
+			if n < 0 {
+				return t, protowire.ParseError(n)
+			}
+			it, err := decodeItem(v)
+			if err != nil {
+				return t, fmt.Errorf("item %d: %w", len(t.Items), err)
+			}
+			t.Items = append(t.Items, it)
+			data = data[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, data)
+			if n < 0 {
+				return t, protowire.ParseError(n)
+			}
+			data = data[n:]
+		}
+	}
+	switch {
+	case !store.ValidCounter(t.Counter):
+		return t, fmt.Errorf("invalid counter %q", t.Counter)
+	case !validWindow(t.Window):
+		return t, fmt.Errorf("invalid window %q", t.Window)
+	case floor > math.MaxInt64:
+		return t, fmt.Errorf("floor %d out of range", floor)
+	}
+	t.Floor = int64(floor)
+	if len(t.Items) > 1 {
+		seen := make(map[string]struct{}, len(t.Items))
+		for i := range t.Items {
+			if _, dup := seen[t.Items[i].ContentID]; dup {
+				return t, fmt.Errorf("item %q listed twice", t.Items[i].ContentID)
+			}
+			seen[t.Items[i].ContentID] = struct{}{}
+		}
+	}
+	return t, nil
+}
+
+func decodeItem(data []byte) (TopItem, error) {
+	var it TopItem
+	var count, errBound uint64
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return it, protowire.ParseError(n)
+		}
+		data = data[n:]
+		switch {
+		case num == fItemContent && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(data)
+			if n < 0 {
+				return it, protowire.ParseError(n)
+			}
+			it.ContentID, data = string(v), data[n:]
+		case (num == fItemCount || num == fItemError) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(data)
+			if n < 0 {
+				return it, protowire.ParseError(n)
+			}
+			if num == fItemCount {
+				count = v
+			} else {
+				errBound = v
+			}
+			data = data[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, data)
+			if n < 0 {
+				return it, protowire.ParseError(n)
+			}
+			data = data[n:]
+		}
+	}
+	switch {
+	case !store.ValidID(it.ContentID):
+		return it, fmt.Errorf("invalid content id %q", it.ContentID)
+	case count < 1 || count > math.MaxInt64:
+		return it, fmt.Errorf("count %d is not in 1..%d", count, int64(math.MaxInt64))
+	case errBound > count:
+		return it, fmt.Errorf("error bound %d exceeds count %d", errBound, count)
+	}
+	it.Count, it.Error = int64(count), int64(errBound)
+	return it, nil
+}
+
+// validWindow reports whether s can name a window: 1..MaxWindowLen bytes
+// of lower-case letters and digits. Which windows a reader keeps is its
+// own business.
+func validWindow(s string) bool {
+	if len(s) == 0 || len(s) > MaxWindowLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -43,6 +43,9 @@ type Config struct {
 	CacheEntries int
 	// Counters configures the sharded counter table.
 	Counters CountersConfig
+	// Trending configures the trending summaries and the hot-counter rule;
+	// its zero value turns them off.
+	Trending TrendingConfig
 }
 
 // DefaultConfig returns the defaults for region.
@@ -60,6 +63,7 @@ func DefaultConfig(region, agentID string) Config {
 		CacheTTL:         100 * time.Millisecond,
 		CacheEntries:     100_000,
 		Counters:         DefaultCountersConfig(),
+		Trending:         DefaultTrendingConfig(),
 	}
 }
 
@@ -99,6 +103,9 @@ func (c Config) Validate() error {
 	if err := c.Counters.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Trending.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -136,6 +143,14 @@ type Deps struct {
 	// Epoch identifies this run of the agent in message ids; zero means
 	// the start time in nanoseconds.
 	Epoch uint64
+	// Trending reads the rollup's stored trending lists; nil means
+	// queries that need them fail (the agent's own region is still
+	// answered from peers when SetPeers is used).
+	Trending TrendingReader
+	// ShardWriter, when set, receives the hot-counter rule's shard counts
+	// so that every agent of the region (and counters created later) get
+	// them; without it the rule reshards this agent's live counters only.
+	ShardWriter ShardWriter
 }
 
 // Stats are the agent's running totals, exported for metrics. All fields
@@ -157,6 +172,15 @@ type Stats struct {
 	OutboxMessages     atomic.Int64
 	CacheHits          atomic.Uint64
 	CacheMisses        atomic.Uint64
+	// Trending.
+	TrendingNanos     atomic.Uint64 // time spent on trending in flushes
+	TopListsShipped   atomic.Uint64 // per-partition trending lists put in messages
+	PeerSummaryErrors atomic.Uint64 // peer summaries that did not decode
+	HotCounters       atomic.Int64  // items the hot rule holds hot
+	HotPromoted       atomic.Uint64
+	HotCooled         atomic.Uint64
+	HotReadErrors     atomic.Uint64 // regional lists the hot rule could not read
+	HotWriteErrors    atomic.Uint64 // shard counts the directory did not take
 }
 
 // Agent is one edge agent's core: it takes reactions and increments, keeps
@@ -175,6 +199,16 @@ type Agent struct {
 	cache    *statsCache
 	flusher  *flusher
 	stats    Stats
+
+	dir         Directory
+	trend       *trending // nil: trending off
+	trendStore  TrendingReader
+	trendCache  trendCache
+	peers       atomic.Pointer[PeerSummaries]
+	shardWriter ShardWriter
+	hot         *hotRule // nil: rule off
+	hotCancel   context.CancelFunc
+	hotWG       sync.WaitGroup
 
 	stopping  atomic.Bool
 	startOnce sync.Once
@@ -212,6 +246,18 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	a.counters = NewCounters(deps.Directory, cfg.Counters)
 	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
+	a.dir, a.trendStore, a.shardWriter = deps.Directory, deps.Trending, deps.ShardWriter
+	if cfg.Trending.Enabled() {
+		tc := cfg.Trending.withDefaults(cfg.Counters.withDefaults().MaxShards)
+		a.cfg.Trending = tc
+		var err error
+		if a.trend, err = newTrending(tc, cfg.Region, cfg.Partitions, cfg.MaxMessageBytes-headerRoom); err != nil {
+			return nil, fmt.Errorf("cannot build agent: %w", err)
+		}
+		if tc.Hot.Top > 0 {
+			a.hot = newHotRule(a, tc.Hot, a.trend.names)
+		}
+	}
 	return a, nil
 }
 
@@ -224,9 +270,20 @@ func (a *Agent) Stats() *Stats { return &a.stats }
 // LiveCounters returns how many counters hold state in memory.
 func (a *Agent) LiveCounters() int { return a.counters.Len() }
 
-// Start launches the flusher and the publisher.
+// Start launches the flusher, the publisher and the hot-counter rule.
 func (a *Agent) Start() {
-	a.startOnce.Do(a.flusher.start)
+	a.startOnce.Do(func() {
+		a.flusher.start()
+		if a.hot != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			a.hotCancel = cancel
+			a.hotWG.Add(1)
+			go func() {
+				defer a.hotWG.Done()
+				a.hot.run(ctx)
+			}()
+		}
+	})
 }
 
 // Stop stops taking writes, flushes what the counters hold and waits until
@@ -236,6 +293,10 @@ func (a *Agent) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
 		a.Start() // a never-started agent still flushes what it took
+		if a.hotCancel != nil {
+			a.hotCancel()
+			a.hotWG.Wait()
+		}
 		a.stopErr = a.flusher.stop(ctx)
 	})
 	return a.stopErr

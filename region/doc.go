@@ -71,6 +71,72 @@
 // of deltas, each of magnitude at most MaxDelta (2^32), and a sealed shard
 // only drifts by the few in-flight adds that raced with its seal.
 //
+// # Trending
+//
+// With TrendingConfig.Counters set, the agent keeps, per trending counter,
+// a topk.Window (60 one-minute and 24 one-hour summaries) of its own
+// region's counts. The window is fed by the flusher, not by Add: every
+// flush adds each drained (item, counter) delta of the agent's region that
+// is positive, at the flush time (milliseconds, the time the message
+// carries). So the increment path is exactly the same code with trending
+// on or off (BenchmarkIncrementTrending), the summaries see one add per
+// item per flush instead of one per write, and they count what the
+// partial sums carry: the net increase per flush interval (a like undone
+// within the same interval is not counted; one undone later is not taken
+// back, since a summary cannot subtract).
+//
+// Each flush then merges the window's 5m, 1h and 24h views (each from two
+// parts: its closed buckets, merged once a minute, and the current minute,
+// kept beside the window; so a flush merges two summaries per view, not
+// sixty) and keeps the first ListLen items of each (more than the K a reader asks for) and the
+// bound of every other item (the larger of the summary's floor and the
+// first count left out). Those lists travel to the rollup with the partial
+// sums: each list is cut by partition, and partition p's cut goes after
+// p's sums, in the last message of p for that flush (or in a message of
+// its own), so the rollup that owns p sees the sums and the candidates of
+// p's items together. A cut that would not fit in one message keeps its
+// largest items and raises its floor to the largest count it drops. A
+// partition's lists are shipped when they changed, and once per minute
+// while they are not empty (so the rollup sees them current); an empty
+// list is shipped once, when a window has emptied.
+//
+// Trending answers a query for the agent's own region from its own last
+// flushed lists merged with its region peers' broadcast summaries, when a
+// PeerSummaries source is set (SetPeers; gossip implements it, and
+// TrendingSummaries gives what to broadcast). The agents' streams are
+// disjoint, so the merge bounds the region's counts, as of the oldest
+// summary merged. Without peers, and for every other scope, it reads the
+// rollup's stored lists (TrendingReader) and ranks the union of their
+// partitions, leaving out a partition's list whose as-of time is older
+// than its window (nothing it counts can still be in the window). The agent does not add its own summary to the stored
+// regional list: that list already counts this agent up to its as-of
+// time, and adding the agent again would double its share and break the
+// lower bounds. Answers are cached for CacheTTL.
+//
+// # Hot counters
+//
+// The hot-counter rule (HotConfig) reads, every Interval, its region's
+// list of each trending counter over Window (default 5m) as above, and:
+//
+//   - an item in the top N (Top) that is not hot becomes hot: its counter
+//     gets Shards shards (default CountersConfig.MaxShards);
+//   - a hot item seen in the top 2N stays hot (seen now);
+//   - a hot item not seen in the top 2N for CoolAfter (default 5m) cools:
+//     back to one shard.
+//
+// The band between N and 2N and the cool-down are the hysteresis: an item
+// that hovers around rank N does not flap. A list that cannot be read
+// changes nothing (no item cools on missing data). A change reshards the
+// agent's live counter at once (without losing a delta) and is written to
+// the ShardWriter: the in-process directory in standalone mode (so that
+// counters created later get it), or the Redis directory, whose
+// invalidation reaches every agent of the region, which reshards its own
+// live counter (directory.OnChange → Agent.Reshard). Every agent of a
+// region runs the rule on nearly the same list; an agent writes only a
+// count the directory does not already answer, so the writes are not
+// repeated. The hot set is bounded: at most N items enter per round and
+// each leaves CoolAfter after it drops out of the top 2N.
+//
 // # Invariants and thread-safety
 //
 //   - Every delta passed to Counters.Add is emitted by exactly one Drain
@@ -78,6 +144,9 @@
 //   - A key is in its stripe's read table or its dirty map, never in both,
 //     and a removed (sealed) counter is in neither.
 //   - Add does not allocate once its counter exists.
+//   - The trending windows belong to the flusher (flushMu); queries and
+//     broadcasts read immutable snapshots of the last flush. The hot rule's
+//     state belongs to its goroutine, which Start starts and Stop waits for.
 //   - All methods of Counters and Counter are safe for concurrent use. Drain
 //     calls emit, and Add calls Directory.Shards when it creates a counter,
 //     with a stripe lock held: neither may call into the table, and both

@@ -149,13 +149,26 @@ func (f *flusher) flush(final bool) {
 		f.parts[p] = append(f.parts[p], partial.Sum{ContentID: k.ContentID, Counter: k.Counter, Region: k.Region, Delta: delta})
 		sums++
 	})
-	flushedAt := a.now()
+	// The wire keeps milliseconds; the trending windows bucket the same
+	// time the rollup reads.
+	flushedAt := time.UnixMilli(a.now().UnixMilli())
+	var tops [][]partial.TopList
+	if a.trend != nil {
+		ts := time.Now()
+		tops = a.trend.flush(f.parts, flushedAt)
+		a.stats.TrendingNanos.Add(uint64(time.Since(ts)))
+	}
 	var out []outMsg
 	for p := range f.parts {
-		if len(f.parts[p]) == 0 {
+		var pt []partial.TopList
+		if tops != nil {
+			pt = tops[p]
+		}
+		if len(f.parts[p]) == 0 && len(pt) == 0 {
 			continue
 		}
-		out = f.encode(out, uint32(p), f.parts[p], flushedAt)
+		out = f.encode(out, uint32(p), f.parts[p], pt, flushedAt)
+		a.stats.TopListsShipped.Add(uint64(len(pt)))
 		clear(f.parts[p]) // drop string references
 		f.parts[p] = f.parts[p][:0]
 	}
@@ -170,13 +183,15 @@ func (f *flusher) flush(final bool) {
 // headerRoom is room left in a message for the batch header fields.
 const headerRoom = 512
 
-// encode cuts sums into messages of at most MaxMessageBytes and appends
-// them to out.
-func (f *flusher) encode(out []outMsg, partition uint32, sums []partial.Sum, at time.Time) []outMsg {
+// encode cuts sums, then the partition's trending lists, into messages of
+// at most MaxMessageBytes and appends them to out. The lists come after
+// every sum of the flush (in the last message, or in messages of their
+// own), so that a reader that has a list has every sum it counts.
+func (f *flusher) encode(out []outMsg, partition uint32, sums []partial.Sum, tops []partial.TopList, at time.Time) []outMsg {
 	b := &f.batch
 	limit := f.a.cfg.MaxMessageBytes - headerRoom
-	for len(sums) > 0 {
-		size, i := 0, 0
+	for len(sums) > 0 || len(tops) > 0 {
+		size, i, j := 0, 0, 0
 		for ; i < len(sums); i++ {
 			s := partial.SumSize(&sums[i], f.a.cfg.Region)
 			if i > 0 && size+s > limit {
@@ -184,16 +199,25 @@ func (f *flusher) encode(out []outMsg, partition uint32, sums []partial.Sum, at 
 			}
 			size += s
 		}
+		if i == len(sums) {
+			for ; j < len(tops); j++ {
+				s := partial.TopListSize(&tops[j])
+				if size > 0 && size+s > limit {
+					break
+				}
+				size += s
+			}
+		}
 		f.seq++
 		*b = partial.Batch{
 			Agent: f.a.cfg.AgentID, Region: f.a.cfg.Region, Epoch: f.epoch, Seq: f.seq,
-			Partition: partition, FlushedAt: at, Sums: sums[:i],
+			Partition: partition, FlushedAt: at, Sums: sums[:i], Tops: tops[:j],
 		}
 		data := partial.Append(make([]byte, 0, size+headerRoom), b)
 		out = append(out, outMsg{partition: partition, id: b.MsgID(), data: data, sums: i})
-		sums = sums[i:]
+		sums, tops = sums[i:], tops[j:]
 	}
-	b.Sums = nil
+	b.Sums, b.Tops = nil, nil
 	return out
 }
 

@@ -45,6 +45,7 @@ type Rollup struct {
 	logger *slog.Logger
 	stats  Stats
 	pool   sync.Pool // *partial.Batch
+	trend  *trender  // nil: trending off (EnableTrending)
 }
 
 // New returns a Rollup writing to st. now may be nil (time.Now).
@@ -68,6 +69,7 @@ func (r *Rollup) Handle(ctx context.Context, seq uint64, data []byte) error {
 	b := r.pool.Get().(*partial.Batch)
 	defer func() {
 		clear(b.Sums)
+		clear(b.Tops)
 		r.pool.Put(b)
 	}()
 	if err := partial.Decode(data, b); err != nil {
@@ -126,6 +128,9 @@ func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 	}
 	if len(ids) == 0 {
 		r.stats.Messages.Add(1)
+		if r.trend != nil {
+			r.trend.apply(ctx, seq, b)
+		}
 		return nil
 	}
 	current, err := r.store.ReadStats(ctx, ids)
@@ -186,6 +191,10 @@ func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 	r.stats.RowsSkipped.Add(uint64(skipped))
 	if !b.FlushedAt.IsZero() {
 		r.stats.LagMillis.Store(now.Sub(b.FlushedAt).Milliseconds())
+	}
+	if r.trend != nil {
+		// After the rows: a list is counted once its sums are applied.
+		r.trend.apply(ctx, seq, b)
 	}
 	return nil
 }

@@ -99,11 +99,16 @@ type Stats struct {
 	LastSeq uint64
 }
 
-// TrendingKey names one trending list.
+// TrendingKey names one stored trending list: the ranked items of one
+// partial-sum partition in one scope, counter and window. Items belong to
+// exactly one partition, so the lists of the partitions of a (Scope,
+// Counter, Window) are disjoint; each has one writer (the rollup that owns
+// the partition) and a reader merges them (see ReadTrending of the stores).
 type TrendingKey struct {
-	Scope   string // GlobalScope or a region
-	Counter string
-	Window  string // e.g. "5m", "1h", "24h"
+	Scope     string // GlobalScope or a region
+	Counter   string
+	Window    string // e.g. "5m", "1h", "24h"
+	Partition uint32 // the partial-sum partition whose items the list ranks
 }
 
 // Trending is a computed Top-K list.
@@ -113,10 +118,36 @@ type Trending struct {
 	Items []TrendingItem
 }
 
-// TrendingItem is one entry of a trending list: Count overestimates the true
-// count by at most Error.
+// TrendingItem is one entry of a trending list: the true count is in
+// [Count-Error, Count].
 type TrendingItem struct {
 	ContentID string
 	Count     int64
 	Error     int64
+}
+
+// Trending windows: the values of TrendingKey.Window. A window of span S
+// counts the last S of time in time buckets (one minute for 5m and 1h, one
+// hour for 24h; see topk.DefaultWindowConfig).
+const (
+	Window5m  = "5m"
+	Window1h  = "1h"
+	Window24h = "24h"
+)
+
+// TrendingWindows returns the trending window names, shortest first.
+func TrendingWindows() []string { return []string{Window5m, Window1h, Window24h} }
+
+// WindowSpan returns the time a trending window covers, and false for a
+// name that is not a trending window.
+func WindowSpan(window string) (time.Duration, bool) {
+	switch window {
+	case Window5m:
+		return 5 * time.Minute, true
+	case Window1h:
+		return time.Hour, true
+	case Window24h:
+		return 24 * time.Hour, true
+	}
+	return 0, false
 }

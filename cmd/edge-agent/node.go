@@ -35,6 +35,8 @@ type agentStore interface {
 	region.ReactionStore
 	region.StatsReader
 	rollup.StatsStore
+	rollup.TrendingStore
+	region.TrendingReader
 	Ping(ctx context.Context) error
 	Close() error
 }
@@ -51,6 +53,7 @@ type node struct {
 	bus       *natsjs.Client
 	consumer  *natsjs.Consumer // standalone only
 	parts     []uint32
+	rollup    *rollup.Rollup      // standalone only
 	directory *redisdir.Directory // with Redis only
 	agent     *region.Agent
 	httpSrv   *http.Server
@@ -114,6 +117,10 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	if cfg.Standalone() {
 		// The rollup consumes every partition in-process.
 		ru = rollup.New(n.store, nil, logger)
+		if err := ru.EnableTrending(cfg.RollupTrendingConfig(), n.store); err != nil {
+			return nil, err
+		}
+		n.rollup = ru
 		n.consumer = n.bus.Consumer(cfg.ConsumerConfig(logger))
 		for p := 0; p < cfg.Partitions; p++ {
 			n.parts = append(n.parts, uint32(p))
@@ -130,7 +137,11 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	}
 
 	checks := []region.Check{{Name: "store", Fn: n.store.Ping}, {Name: "nats", Fn: n.bus.Ping}}
-	var dir region.Directory = directory.NewLocal(1)
+	local := directory.NewLocal(1)
+	var (
+		dir    region.Directory   = local
+		shards region.ShardWriter = local // the hot-counter rule writes here
+	)
 	if cfg.Redis.Addr != "" {
 		rc := redisdir.DefaultConfig()
 		rc.Addr, rc.Username, rc.Password, rc.DB, rc.Region = cfg.Redis.Addr, cfg.Redis.Username, cfg.Redis.Password, cfg.Redis.DB, cfg.Region
@@ -138,17 +149,19 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 		if n.directory, err = redisdir.New(ctx, rc, logger); err != nil {
 			return nil, err
 		}
-		dir = n.directory
+		dir, shards = n.directory, n.directory
 		// Redis down never stops writes: /readyz reports it as degraded.
 		checks = append(checks, region.Check{Name: "redis", Fn: n.directory.Ping, Optional: true})
 	}
 	n.agent, err = region.New(cfg.AgentConfig(), region.Deps{
-		Reactions: n.store,
-		Stats:     n.store,
-		Publisher: n.bus.Publisher(stream),
-		Directory: dir,
-		Checks:    checks,
-		Logger:    logger,
+		Reactions:   n.store,
+		Stats:       n.store,
+		Publisher:   n.bus.Publisher(stream),
+		Directory:   dir,
+		ShardWriter: shards,
+		Trending:    n.store,
+		Checks:      checks,
+		Logger:      logger,
 	})
 	if err != nil {
 		return nil, err
@@ -158,9 +171,9 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	}
 	n.agent.Start()
 
-	regs := []error{metrics.RegisterAgent(reg, n.agent)}
+	regs := []error{metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent)}
 	if ru != nil {
-		regs = append(regs, metrics.RegisterRollup(reg, ru), metrics.RegisterConsumer(reg, n.consumer))
+		regs = append(regs, metrics.RegisterRollup(reg, ru), metrics.RegisterRollupTrending(reg, ru), metrics.RegisterConsumer(reg, n.consumer))
 	}
 	if n.directory != nil {
 		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
@@ -168,7 +181,7 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	if err := errors.Join(regs...); err != nil {
 		return nil, err
 	}
-	handler, err := httpapi.New(n.agent, httpapi.Config{Region: cfg.Region, Regions: cfg.Regions},
+	handler, err := httpapi.New(n.agent, httpapi.Config{Region: cfg.Region, Regions: cfg.Regions, TrendingCounters: n.agent.TrendingCounters()},
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, logger)
 	if err != nil {
 		return nil, err
@@ -231,6 +244,9 @@ func (n *node) Shutdown(ctx context.Context) error {
 	}
 	if n.consumer != nil {
 		if err := n.waitApplied(ctx); err != nil {
+			errs = append(errs, err)
+		} else if err := n.rollup.WriteTrending(ctx); err != nil {
+			// The lists of the final flush; the next start rebuilds them.
 			errs = append(errs, err)
 		}
 	}

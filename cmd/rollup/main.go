@@ -4,6 +4,11 @@
 // With a region file (cassandra.hosts set) it writes to Cassandra; without,
 // to an embedded store under --data. The standalone edge-agent runs the
 // same rollup in-process.
+//
+// It also runs the recount job over the partitions it owns (settings
+// rollup.recount.*) and serves, next to /healthz, /readyz and /metrics,
+// POST /admin/recount for an on-demand recount of given ids. The admin
+// route has no authentication: keep the rollup's HTTP address private.
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edgecount/edgecount/config"
+	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/rollup"
@@ -98,7 +104,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 
 // rollupStore is what the rollup process needs of a store.
 type rollupStore interface {
-	rollup.StatsStore
+	rollup.RecountStore
 	Ping(ctx context.Context) error
 	Close() error
 }
@@ -144,11 +150,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ru := rollup.New(st, nil, logger)
+	// Every message is applied through the recounter, which keeps its
+	// repairs out of the way of the apply (see rollup/doc.go).
+	rcfg := cfg.RecountConfig()
+	rcfg.Owned = owned
+	rc, err := rollup.NewRecounter(ru, st, rcfg, logger)
+	if err != nil {
+		return err
+	}
 	consumer := bus.Consumer(cfg.ConsumerConfig(logger))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := errors.Join(metrics.RegisterRollup(reg, ru), metrics.RegisterConsumer(reg, consumer)); err != nil {
+	if err := errors.Join(metrics.RegisterRollup(reg, ru), metrics.RegisterConsumer(reg, consumer),
+		metrics.RegisterRecount(reg, rc)); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
@@ -166,6 +181,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		io.WriteString(w, `{"status":"ready"}`+"\n")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/admin/", httpapi.NewAdmin(rc, logger))
 	ln, err := net.Listen("tcp", cfg.Rollup.HTTP)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
@@ -174,15 +190,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go srv.Serve(ln)
 	fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS.URL, owned)
 
+	// The recount job runs beside the consumer and stops with it.
+	rctx, stopRecount := context.WithCancel(ctx)
+	recountDone := make(chan error, 1)
+	go func() { recountDone <- rc.Run(rctx) }()
 	// The consumer runs until ctx ends; a message being applied when the
 	// signal arrives is finished or left unacknowledged for redelivery.
 	runErr := consumer.Run(ctx, owned, func(ctx context.Context, seq uint64, data []byte) error {
-		err := ru.Handle(ctx, seq, data)
+		err := rc.Handle(ctx, seq, data)
 		if errors.Is(err, rollup.ErrPoison) {
 			return natsjs.Permanent(err)
 		}
 		return err
 	})
+	stopRecount()
+	if err := <-recountDone; err != nil {
+		logger.Warn("recount stopped with an error", "err", err)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

@@ -72,6 +72,28 @@ func TestRollupProcess(t *testing.T) {
 	if got := get(t, base+"/readyz"); !strings.Contains(got, "ready") {
 		t.Fatalf("readyz = %s", got)
 	}
+	if got := get(t, base+"/metrics"); !strings.Contains(got, "edgecount_recount_drift_repaired_total 0") {
+		t.Fatalf("metrics lack the recount's:\n%s", got)
+	}
+	// The admin route: a malformed id is refused, an unknown one reported.
+	for _, c := range []struct {
+		query  string
+		status int
+		want   string
+	}{
+		{"id=v1&id=bad%20id", http.StatusBadRequest, `"field":"id[1]"`},
+		{"id=v9", http.StatusOK, `"status":"unknown"`},
+	} {
+		resp, err := http.Post(base+"/admin/recount?"+c.query, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(b), c.want) {
+			t.Fatalf("POST /admin/recount?%s = %d %s; want %d with %s", c.query, resp.StatusCode, b, c.status, c.want)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
@@ -106,4 +128,46 @@ func get(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestRecountConfig checks the recount settings: environment overrides and
+// the errors of bad values.
+func TestRecountConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"defaults", nil, ""},
+		{"overrides", map[string]string{"EDGECOUNT_RECOUNT_INTERVAL": "0s", "EDGECOUNT_RECOUNT_STALE_AFTER": "1h",
+			"EDGECOUNT_RECOUNT_SAMPLE": "5", "EDGECOUNT_RECOUNT_QUIET": "30s", "EDGECOUNT_RECOUNT_BATCH": "200"}, ""},
+		{"quiet below flush", map[string]string{"EDGECOUNT_RECOUNT_QUIET": "500ms"}, "rollup.recount.quiet 500ms: must exceed agent.flush_interval"},
+		{"batch zero", map[string]string{"EDGECOUNT_RECOUNT_BATCH": "0"}, "batch 0"},
+		{"batch not a number", map[string]string{"EDGECOUNT_RECOUNT_BATCH": "many"}, "EDGECOUNT_RECOUNT_BATCH"},
+		{"negative interval", map[string]string{"EDGECOUNT_RECOUNT_INTERVAL": "-1s"}, "interval -1s"},
+		{"negative sample", map[string]string{"EDGECOUNT_RECOUNT_SAMPLE": "-1"}, "sample -1"},
+		{"zero stale_after", map[string]string{"EDGECOUNT_RECOUNT_STALE_AFTER": "0s"}, "stale_after 0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := func(k string) string { return tt.env[k] }
+			cfg, err := loadConfig([]string{"--nats", "nats://127.0.0.1:4222", "--data", t.TempDir()}, env, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("loadConfig error = %v; want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig: %v", err)
+			}
+			rc := cfg.RecountConfig()
+			if err := rc.Validate(); err != nil {
+				t.Fatalf("RecountConfig().Validate() = %v", err)
+			}
+			if tt.name == "overrides" && (rc.Interval != 0 || rc.StaleAfter != time.Hour || rc.Sample != 5 || rc.Quiet != 30*time.Second || rc.Batch != 200) {
+				t.Fatalf("overrides not applied: %+v", rc)
+			}
+		})
+	}
 }

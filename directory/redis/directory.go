@@ -370,6 +370,16 @@ func (d *Directory) Delete(ctx context.Context, contentID, counter string) error
 	return nil
 }
 
+// SetShards is Set, or Delete when shards is 1 or less ("back to the
+// default"), with shards capped at MaxShards. It is how the agents' hot
+// counter rule (region.ShardWriter) writes the region's shard list.
+func (d *Directory) SetShards(ctx context.Context, contentID, counter string, shards int) error {
+	if shards <= 1 {
+		return d.Delete(ctx, contentID, counter)
+	}
+	return d.Set(ctx, contentID, counter, min(shards, MaxShards))
+}
+
 // Healthy reports whether the invalidation subscription is confirmed and
 // its connection answers. It does no I/O. While it is false the directory
 // keeps answering from its cache and the default, and its cached answers

@@ -15,6 +15,9 @@ import (
 // Directory must satisfy the interface the agent consumes.
 var _ region.Directory = (*Directory)(nil)
 
+// The hot-counter rule writes through it.
+var _ region.ShardWriter = (*Directory)(nil)
+
 // TestMissAnswersAtOnce holds every round trip to Redis in a hook and shows
 // that Shards answers a miss with the default while its fetch is stuck,
 // fetches a counter once however often it misses, and reports the fetched
@@ -408,5 +411,39 @@ func TestSetRejectsInvalid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSetShards: the hot-counter rule's writes reach the region's other
+// agents; 1 deletes the entry (back to the default), and a count above
+// MaxShards is capped.
+func TestSetShards(t *testing.T) {
+	addr := redisAddr(t)
+	reg := testRegion(t, addr)
+	a, _ := open(t, testConfig(addr, reg))
+	b, bChanges := open(t, testConfig(addr, reg))
+	waitReady(t, a)
+	waitReady(t, b)
+	ctx := context.Background()
+	for _, st := range []struct {
+		name   string
+		shards int
+		want   int
+	}{
+		{"hot", 32, 32},
+		{"capped", MaxShards + 100, MaxShards},
+		{"cooled", 1, 1},
+		{"hot again", 8, 8},
+		{"cooled by zero", 0, 1},
+	} {
+		if err := a.SetShards(ctx, "v1", "like", st.shards); err != nil {
+			t.Fatalf("%s: SetShards(%d): %v", st.name, st.shards, err)
+		}
+		waitFor(t, time.Second, st.name, func() bool { return bChanges.has(change{"v1", "like", st.want}) && b.Shards("v1", "like") == st.want })
+	}
+	raw := rawClient(addr)
+	t.Cleanup(func() { raw.Close() })
+	if n, err := raw.Exists(ctx, a.keys.counterKey("v1", "like")).Result(); err != nil || n != 0 {
+		t.Fatalf("counter key after cooling: exists = %d, %v; want deleted", n, err)
 	}
 }

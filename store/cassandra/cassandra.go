@@ -87,7 +87,8 @@ type statements struct {
 	fenceBump, fenceInsert                   string
 	putIndex, delIndex, countIndex           string
 	readStats, readStatsIn, writeStats       string
-	putTrending, getTrending                 string
+	scanStats, scanStatsItem                 string
+	putTrending, getTrending, readTrending   string
 	ping                                     string
 }
 
@@ -127,10 +128,18 @@ func newStatements(ks string) statements {
 			`.content_stats WHERE content_id IN ?`,
 		writeStats: `INSERT INTO ` + ks + `.content_stats (content_id, scope, likes, dislikes, counters, updated_at, last_seq)` +
 			` VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		putTrending: `INSERT INTO ` + ks + `.trending (scope, counter_name, window_name, as_of, item_ids, item_counts, item_errors)` +
-			` VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		// The recount's scan (recount.go): partitions in token order, and
+		// the rest of a partition split between two pages.
+		scanStats: `SELECT token(content_id), content_id, scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
+			`.content_stats WHERE token(content_id) > ? LIMIT ?`,
+		scanStatsItem: `SELECT token(content_id), content_id, scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
+			`.content_stats WHERE content_id = ? AND scope > ? LIMIT ?`,
+		putTrending: `INSERT INTO ` + ks + `.trending_parts (scope, counter_name, window_name, part, as_of, item_ids, item_counts, item_errors)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		getTrending: `SELECT as_of, item_ids, item_counts, item_errors FROM ` + ks +
-			`.trending WHERE scope = ? AND counter_name = ? AND window_name = ?`,
+			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ? AND part = ?`,
+		readTrending: `SELECT part, as_of, item_ids, item_counts, item_errors FROM ` + ks +
+			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ?`,
 		ping: `SELECT release_version FROM system.local`,
 	}
 }
@@ -140,7 +149,8 @@ func (q *statements) all() []string {
 	return []string{
 		q.getReaction, q.getReactions, q.insertReaction, q.updateReaction, q.delReact,
 		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
-		q.putTrending, q.getTrending,
+		q.scanStats, q.scanStatsItem,
+		q.putTrending, q.getTrending, q.readTrending,
 	}
 }
 
@@ -181,16 +191,19 @@ func schema(ks string, r Replication) []string {
 			last_seq bigint,
 			PRIMARY KEY ((content_id), scope)
 		) WITH comment = 'ContentStats: plain values, one writer per partition. last_seq is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
-		`CREATE TABLE IF NOT EXISTS ` + ks + `.trending (
+		// One partition per (scope, counter, window): the lists of every
+		// partial-sum partition (part) are one single-partition read.
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.trending_parts (
 			scope text,
 			counter_name text,
 			window_name text,
+			part int,
 			as_of bigint,
 			item_ids frozen<list<text>>,
 			item_counts frozen<list<bigint>>,
 			item_errors frozen<list<bigint>>,
-			PRIMARY KEY ((scope, counter_name, window_name))
-		) WITH comment = 'Top-K lists; the three item lists are parallel. as_of is microseconds since the Unix epoch.'`,
+			PRIMARY KEY ((scope, counter_name, window_name), part)
+		) WITH comment = 'Top-K lists, one row per partial-sum partition (one writer each); the three item lists are parallel. part is a uint32 stored as int; as_of is microseconds since the Unix epoch.'`,
 	}
 }
 

@@ -92,6 +92,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store {
 		return openStore(t, cfg)
 	})
+	storetest.RunRecount(t, func(t *testing.T) storetest.RecountStore { return openStore(t, cfg) })
 }
 
 // TestOpenIdempotent opens the same keyspace twice and checks that the

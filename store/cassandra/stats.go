@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 
@@ -223,7 +224,8 @@ func (s *Store) writeItem(ctx context.Context, rows []*store.Stats, ts int64) er
 	return unavailable(b.ExecContext(ctx))
 }
 
-// PutTrending stores t, replacing the list of t.TrendingKey.
+// PutTrending stores t, replacing the list of t.TrendingKey (one
+// partition's list).
 func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 	const op = "put trending"
 	if err := ctx.Err(); err != nil {
@@ -241,7 +243,7 @@ func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 		}
 		ids[i], counts[i], errs[i] = it.ContentID, it.Count, it.Error
 	}
-	err := s.query(s.q.putTrending, t.Scope, t.Counter, t.Window, micros(t.AsOf), ids, counts, errs).
+	err := s.query(s.q.putTrending, t.Scope, t.Counter, t.Window, int32(t.Partition), micros(t.AsOf), ids, counts, errs).
 		WithTimestamp(s.writeTimestamp()).Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", op, unavailable(err))
@@ -249,7 +251,8 @@ func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 	return nil
 }
 
-// GetTrending returns the list of k and whether it exists.
+// GetTrending returns the list of k (one partition's) and whether it
+// exists.
 func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error) {
 	const op = "get trending"
 	if err := ctx.Err(); err != nil {
@@ -263,7 +266,7 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 		ids           []string
 		counts, errsN []int64
 	)
-	err := s.query(s.q.getTrending, k.Scope, k.Counter, k.Window).Idempotent(true).
+	err := s.query(s.q.getTrending, k.Scope, k.Counter, k.Window, int32(k.Partition)).Idempotent(true).
 		ScanContext(ctx, &asOf, &ids, &counts, &errsN)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return store.Trending{}, false, nil
@@ -271,9 +274,57 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 	if err != nil {
 		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, unavailable(err))
 	}
+	t, err := trendingRow(k, asOf, ids, counts, errsN)
+	if err != nil {
+		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return t, true, nil
+}
+
+// ReadTrending returns the lists of every partition of (scope, counter,
+// window), sorted by partition, with one single-partition query; none is an
+// empty slice.
+func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string) ([]store.Trending, error) {
+	const op = "read trending"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	base := store.TrendingKey{Scope: scope, Counter: counter, Window: window}
+	if err := checkTrendingKey(op, base); err != nil {
+		return nil, err
+	}
+	iter := s.query(s.q.readTrending, scope, counter, window).Idempotent(true).IterContext(ctx)
+	var (
+		part          int32
+		asOf          int64
+		ids           []string
+		counts, errsN []int64
+	)
+	out := []store.Trending{}
+	var rowErr error
+	for iter.Scan(&part, &asOf, &ids, &counts, &errsN) {
+		k := base
+		k.Partition = uint32(part)
+		t, err := trendingRow(k, asOf, ids, counts, errsN)
+		if err != nil && rowErr == nil {
+			rowErr = err
+		}
+		out = append(out, t)
+		ids, counts, errsN = nil, nil, nil
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, unavailable(err))
+	}
+	if rowErr != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, rowErr)
+	}
+	return out, nil
+}
+
+// trendingRow builds a list from the parallel columns of a row.
+func trendingRow(k store.TrendingKey, asOf int64, ids []string, counts, errsN []int64) (store.Trending, error) {
 	if len(counts) != len(ids) || len(errsN) != len(ids) {
-		return store.Trending{}, false, fmt.Errorf("cannot %s: %w: %d ids, %d counts, %d errors",
-			op, ErrCorrupt, len(ids), len(counts), len(errsN))
+		return store.Trending{}, fmt.Errorf("%w: %d ids, %d counts, %d errors", ErrCorrupt, len(ids), len(counts), len(errsN))
 	}
 	t := store.Trending{TrendingKey: k, AsOf: fromMicros(asOf)}
 	if len(ids) > 0 {
@@ -282,12 +333,15 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 			t.Items[i] = store.TrendingItem{ContentID: ids[i], Count: counts[i], Error: errsN[i]}
 		}
 	}
-	return t, true, nil
+	return t, nil
 }
 
 func checkTrendingKey(op string, k store.TrendingKey) error {
 	if !validKeyPart(k.Scope) || !validKeyPart(k.Counter) || !validKeyPart(k.Window) {
 		return invalidCall(op, "scope %q, counter %q, window %q", k.Scope, k.Counter, k.Window)
+	}
+	if k.Partition > math.MaxInt32 {
+		return invalidCall(op, "partition %d above %d", k.Partition, math.MaxInt32)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -81,8 +82,19 @@ type Store struct {
 	gc committer
 	// commit is how writes commit: commitGroup except in tests and
 	// benchmarks that compare the alternatives.
-	commit commitMode
+	commit   commitMode
+	counters Counters
 }
+
+// Counters counts the events of a Store that an operator watches. The
+// fields only grow; read them with Load.
+type Counters struct {
+	// Deletes counts applied undos (DeleteReaction that removed a row).
+	Deletes atomic.Int64
+}
+
+// Counters returns the live counters of s.
+func (s *Store) Counters() *Counters { return &s.counters }
 
 // commitMode selects how writes commit.
 type commitMode uint8

@@ -54,6 +54,7 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+	storetest.RunRecount(t, func(t *testing.T) storetest.RecountStore { return openTemp(t) })
 }
 
 // TestReopenKeepsData checks that every kind of record survives Close and

@@ -193,6 +193,11 @@ func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, 
 	if err != nil {
 		return false, wrap(op, err)
 	}
+	if applied {
+		// Counted after the commit: the write function may run more than
+		// once.
+		s.counters.Deletes.Add(1)
+	}
 	return applied, nil
 }
 

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -83,7 +84,8 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
 	return wrap(op, err)
 }
 
-// PutTrending stores t, replacing the list of t.TrendingKey.
+// PutTrending stores t, replacing the list of t.TrendingKey (one
+// partition's list).
 func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 	const op = "put trending"
 	if err := ctx.Err(); err != nil {
@@ -93,13 +95,19 @@ func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 	if err != nil {
 		return err
 	}
+	for i := range t.Items {
+		if !validKeyPart(t.Items[i].ContentID) {
+			return invalid(op, "item %d: content %q", i, t.Items[i].ContentID)
+		}
+	}
 	v := encodeTrending(&t)
 	return wrap(op, s.write(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketTrending).Put(k, v)
 	}))
 }
 
-// GetTrending returns the list of k and whether it exists.
+// GetTrending returns the list of k (one partition's) and whether it
+// exists.
 func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error) {
 	const op = "get trending"
 	if err := ctx.Err(); err != nil {
@@ -125,9 +133,57 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 	return t, true, nil
 }
 
+// ReadTrending returns the lists of every partition of (scope, counter,
+// window), read in one transaction and sorted by partition; none is an
+// empty slice.
+func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string) ([]store.Trending, error) {
+	const op = "read trending"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	base, err := trendingKey(op, store.TrendingKey{Scope: scope, Counter: counter, Window: window})
+	if err != nil {
+		return nil, err
+	}
+	out := []store.Trending{}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketTrending).Cursor()
+		for k, v := c.Seek(base); k != nil && bytes.HasPrefix(k, base); k, v = c.Next() {
+			t := store.Trending{TrendingKey: store.TrendingKey{Scope: scope, Counter: counter, Window: window}}
+			switch {
+			case len(k) == len(base):
+			case len(k) == len(base)+5 && k[len(base)] == sep:
+				t.Partition = binary.BigEndian.Uint32(k[len(base)+1:])
+			case k[len(base)] == sep:
+				return fmt.Errorf("%w: trending key %q", ErrCorrupt, k)
+			default:
+				return nil // a longer window name: past every partition of this one
+			}
+			if err := decodeTrending(v, &t); err != nil {
+				return fmt.Errorf("row %q: %w", k, err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}
+
+// trendingKey is scope 0x00 counter 0x00 window, followed for a partition
+// above 0 by 0x00 and the partition as 4 big-endian bytes. Partition 0
+// keeps the bare key, the layout of a store written before lists were kept
+// per partition (and of a one-partition system), and the partitions of one
+// list sort in order right after it.
 func trendingKey(op string, k store.TrendingKey) ([]byte, error) {
 	if !validKeyPart(k.Scope) || !validKeyPart(k.Counter) || !validKeyPart(k.Window) {
 		return nil, invalid(op, "scope %q, counter %q, window %q", k.Scope, k.Counter, k.Window)
 	}
-	return key(k.Scope, k.Counter, k.Window), nil
+	b := key(k.Scope, k.Counter, k.Window)
+	if k.Partition > 0 {
+		b = binary.BigEndian.AppendUint32(append(b, sep), k.Partition)
+	}
+	return b, nil
 }

@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+)
+
+// Defaults and bounds of GET /v1/trending.
+const (
+	defaultTrendingK = 10
+	maxTrendingK     = region.MaxTrendingK
+)
+
+// trendingParams is the validated query of GET /v1/trending.
+type trendingParams struct {
+	scope, counter, window string
+	k                      int
+}
+
+// trendingQuery parses ?region=R|global&counter=C&window=W&k=N; every
+// parameter is optional (global, like, 5m, 10) and may be given once.
+func (a *api) trendingQuery(r *http.Request) (trendingParams, *apiError) {
+	q := trendingParams{scope: store.GlobalScope, counter: store.CounterLike, window: store.Window5m, k: defaultTrendingK}
+	seen := map[string]bool{}
+	raw := r.URL.RawQuery
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		if part == "" {
+			continue
+		}
+		if strings.Contains(part, ";") {
+			return q, badField("query", "must separate parameters with '&', not ';'")
+		}
+		k, v, _ := strings.Cut(part, "=")
+		k, err1 := url.QueryUnescape(k)
+		v, err2 := url.QueryUnescape(v)
+		if err := errors.Join(err1, err2); err != nil {
+			return q, badField("query", "is malformed: "+err.Error())
+		}
+		switch k {
+		case "region", "counter", "window", "k":
+		default:
+			return q, badField(fieldName(k), "is not a known query parameter")
+		}
+		if seen[k] {
+			return q, badField(k, msgDup)
+		}
+		seen[k] = true
+		switch k {
+		case "region":
+			if !a.scopes[v] {
+				return q, badField("region", "must be one of "+a.scopeList)
+			}
+			q.scope = v
+		case "counter":
+			if !store.ValidCounter(v) {
+				return q, badField("counter", "must match [a-z][a-z0-9_]{0,31}")
+			}
+			q.counter = v
+		case "window":
+			if _, ok := store.WindowSpan(v); !ok {
+				return q, badField("window", "must be one of "+strings.Join(store.TrendingWindows(), ", "))
+			}
+			q.window = v
+		case "k":
+			n, ok := parseK(v)
+			if !ok {
+				return q, badField("k", "must be an integer from 1 to "+strconv.Itoa(maxTrendingK))
+			}
+			q.k = n
+		}
+	}
+	if !a.trending[q.counter] {
+		return q, a.untracked(q.counter)
+	}
+	return q, nil
+}
+
+// untracked is the answer for a counter without trending lists.
+func (a *api) untracked(counter string) *apiError {
+	kept := slices.Sorted(func(yield func(string) bool) {
+		for c := range a.trending {
+			if !yield(c) {
+				return
+			}
+		}
+	})
+	if len(kept) == 0 {
+		return badField("counter", "has no trending list: trending is off on this agent")
+	}
+	return badField("counter", "has no trending list; kept for: "+strings.Join(kept, ", "))
+}
+
+// parseK accepts 1 to 4 decimal digits whose value is 1..maxTrendingK.
+func parseK(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 4 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n >= 1 && n <= maxTrendingK
+}
+
+func (a *api) getTrending(w http.ResponseWriter, r *http.Request) {
+	q, e := a.trendingQuery(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	t, err := a.svc.Trending(r.Context(), q.scope, q.counter, q.window, q.k)
+	if errors.Is(err, region.ErrNotTracked) {
+		a.writeError(w, a.untracked(q.counter))
+		return
+	}
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	bp := a.getBuf()
+	*bp = appendTrending((*bp)[:0], q, t)
+	writeJSON(w, http.StatusOK, *bp)
+	a.putBuf(bp)
+}
+
+// appendTrending appends the answer of GET /v1/trending: at most q.k
+// items, as the service ranked them.
+func appendTrending(dst []byte, q trendingParams, t store.Trending) []byte {
+	dst = append(dst, `{"region":`...)
+	dst = appendString(dst, q.scope)
+	dst = append(dst, `,"counter":`...)
+	dst = appendString(dst, q.counter)
+	dst = append(dst, `,"window":`...)
+	dst = appendString(dst, q.window)
+	dst = append(dst, `,"as_of":`...)
+	dst = appendTime(dst, t.AsOf)
+	dst = append(dst, `,"items":[`...)
+	for i, it := range t.Items[:min(len(t.Items), q.k)] {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"content_id":`...)
+		dst = appendString(dst, it.ContentID)
+		dst = append(dst, `,"count":`...)
+		dst = strconv.AppendInt(dst, it.Count, 10)
+		dst = append(dst, `,"error":`...)
+		dst = strconv.AppendInt(dst, it.Error, 10)
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...)
+}

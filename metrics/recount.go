@@ -1,0 +1,43 @@
+package metrics
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecount/edgecount/rollup"
+)
+
+// RegisterRecount exports the recount job's totals. Alert rules (see the
+// README):
+//
+//	increase(edgecount_recount_drift_repaired_total[1h]) > 0       totals drift: deltas are being lost
+//	increase(edgecount_recount_rows_unrepaired_total[1h]) > 0      drift the job may not repair (Cassandra index behind)
+//	increase(edgecount_recount_errors_total[15m]) > 0              the job cannot read or write the store
+//	time() - edgecount_recount_last_pass_timestamp_seconds > 600   no pass for 10 minutes (interval 1m)
+func RegisterRecount(reg prometheus.Registerer, rc *rollup.Recounter) error {
+	s := rc.Stats()
+	return register(reg, []metricFunc{
+		{"edgecount_recount_passes_total", "Recount passes completed.", false, u64(&s.Passes)},
+		{"edgecount_recount_scan_cycles_total", "Recount passes that reached the end of the totals table (full cycles).", false, u64(&s.ScanCycles)},
+		{"edgecount_recount_items_checked_total", "Items whose totals were compared with their reactions.", false, u64(&s.ItemsChecked)},
+		{"edgecount_recount_rows_checked_total", "Totals rows (global and regional) compared with a count of the reactions.", false, u64(&s.RowsChecked)},
+		{"edgecount_recount_rows_repaired_total", "Totals rows rewritten because they differed from the count.", false, u64(&s.RowsRepaired)},
+		{"edgecount_recount_drift_repaired_total", "Sum of |likes change| + |dislikes change| over the rows repaired.", false, u64(&s.DriftRepaired)},
+		{"edgecount_recount_rows_deferred_total", "Rows with drift left for a later pass: the item changed while counted, or the pipeline was behind.", false, u64(&s.RowsDeferred)},
+		{"edgecount_recount_rows_unrepaired_total", "Rows left above a count that may be short (a by-content entry may be missing); lower them on demand with allow_lower.", false, u64(&s.RowsUnrepaired)},
+		{"edgecount_recount_errors_total", "Recount store failures (a pass or an item); retried by the next pass.", false, u64(&s.Errors)},
+		{"edgecount_recount_last_pass_timestamp_seconds", "Unix time at which the last recount pass ended (0 before the first).", true,
+			func() float64 { return float64(s.LastPassMillis.Load()) / 1e3 }},
+	}, nil)
+}
+
+// RegisterStoreDeletes exports the applied undos of a store (embedded or
+// Cassandra: Counters().Deletes). In Cassandra each leaves a tombstone in
+// the item's by-content partition; undos per minute are
+// increase(edgecount_store_deletes_total[1m]).
+func RegisterStoreDeletes(reg prometheus.Registerer, deletes *atomic.Int64) error {
+	return register(reg, []metricFunc{
+		{"edgecount_store_deletes_total", "Reactions undone (applied deletes; tombstones in Cassandra).", false, i64(deletes)},
+	}, nil)
+}

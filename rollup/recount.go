@@ -1,0 +1,782 @@
+package rollup
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/store"
+)
+
+// RecountStore is what the recount job needs of a store: the totals, a
+// resumable scan over them, a cheap count of one item's reactions from the
+// by-content index, and the count a repair may rely on.
+type RecountStore interface {
+	StatsStore
+	// ScanStats returns up to limit rows after cursor and the cursor to
+	// pass next ("" starts over; a next of "" means the scan wrapped).
+	ScanStats(ctx context.Context, cursor string, limit int) (rows []store.Stats, next string, err error)
+	// CountReactions counts an item's reactions from the by-content index.
+	CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error)
+	// RecountReactions counts an item's reactions for a repair. When
+	// complete is false the tallies may miss reactions, but never count
+	// one that does not exist (each cell is a lower bound).
+	RecountReactions(ctx context.Context, contentID string) (tallies []store.RegionTally, complete bool, err error)
+}
+
+// MaxRecountIDs bounds the ids of one on-demand recount.
+const MaxRecountIDs = 100
+
+// MaxRecountBatch bounds RecountConfig.Batch (the stores' scan limit).
+const MaxRecountBatch = 10_000
+
+// RecountConfig configures a Recounter. Start from DefaultRecountConfig.
+type RecountConfig struct {
+	// Interval is the time between periodic passes. Zero runs no periodic
+	// pass: items are recounted on demand only.
+	Interval time.Duration
+	// StaleAfter makes an item stale when none of its rows was updated for
+	// this long; every pass checks the stale items among the rows it scans.
+	StaleAfter time.Duration
+	// Sample is how many of the other (recently updated) items among the
+	// rows a pass scans it also checks, chosen at random.
+	Sample int
+	// Quiet bounds the time from a reaction change to the apply of its
+	// delta to the totals: at least the agents' flush interval plus the
+	// longest publish and rollup lag tolerated. A repair is written only
+	// after Quiet has passed since the count it uses, and only if no row
+	// of the item changed meanwhile (see doc.go).
+	Quiet time.Duration
+	// Batch is how many ContentStats rows one pass scans (1..MaxRecountBatch).
+	Batch int
+	// Partitions is the number of partial-sum partitions of the stream.
+	Partitions int
+	// Owned lists the partitions whose items this rollup applies and may
+	// therefore repair; empty means all.
+	Owned []uint32
+	// Owns, when set, decides instead of Owned whether this rollup applies
+	// a partition now (for partitions assigned at run time). It is asked
+	// again under the apply lock just before a repair is written, and must
+	// be safe for concurrent use.
+	Owns func(partition uint32) bool
+}
+
+// DefaultRecountConfig returns the defaults: a pass a minute over 1,000
+// rows, items stale after 10 minutes, 20 sampled, 30 s quiet, 16 partitions.
+func DefaultRecountConfig() RecountConfig {
+	return RecountConfig{
+		Interval:   time.Minute,
+		StaleAfter: 10 * time.Minute,
+		Sample:     20,
+		Quiet:      30 * time.Second,
+		Batch:      1000,
+		Partitions: 16,
+	}
+}
+
+// Validate reports every problem with c.
+func (c RecountConfig) Validate() error {
+	var errs []error
+	if c.Interval < 0 {
+		errs = append(errs, fmt.Errorf("interval %v: want 0 (on demand only) or more", c.Interval))
+	}
+	if c.StaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("stale_after %v: must be positive", c.StaleAfter))
+	}
+	if c.Sample < 0 {
+		errs = append(errs, fmt.Errorf("sample %d: want 0 or more", c.Sample))
+	}
+	if c.Quiet <= 0 {
+		errs = append(errs, fmt.Errorf("quiet %v: must be positive (at least the flush interval plus the tolerated lag)", c.Quiet))
+	}
+	if c.Batch < 1 || c.Batch > MaxRecountBatch {
+		errs = append(errs, fmt.Errorf("batch %d: want 1..%d", c.Batch, MaxRecountBatch))
+	}
+	if c.Partitions < 1 || c.Partitions > 4096 {
+		errs = append(errs, fmt.Errorf("partitions %d: want 1..4096", c.Partitions))
+	}
+	for _, p := range c.Owned {
+		if int(p) >= c.Partitions {
+			errs = append(errs, fmt.Errorf("owned partition %d: not in 0..%d", p, c.Partitions-1))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RecountStats are the recount job's running totals, exported for metrics.
+type RecountStats struct {
+	Passes       atomic.Uint64
+	ScanCycles   atomic.Uint64 // passes that reached the end of the table
+	ItemsChecked atomic.Uint64
+	RowsChecked  atomic.Uint64 // rows compared with a count
+	RowsRepaired atomic.Uint64
+	// DriftRepaired sums |Δlikes| + |Δdislikes| over the rows repaired.
+	DriftRepaired atomic.Uint64
+	// RowsDeferred counts rows with drift left for a later pass because
+	// the item's totals changed while it was counted, or the pipeline was
+	// behind.
+	RowsDeferred atomic.Uint64
+	// RowsUnrepaired counts rows whose total is above a count that may be
+	// short (a store whose count is not complete): left as they are.
+	RowsUnrepaired atomic.Uint64
+	Errors         atomic.Uint64
+	// LastPassMillis is the Unix time in milliseconds at which the last
+	// pass ended (0 before the first).
+	LastPassMillis atomic.Int64
+}
+
+// ItemStatus is the outcome of recounting one item.
+type ItemStatus string
+
+// The outcomes of recounting an item.
+const (
+	// ItemClean: the totals equal the count.
+	ItemClean ItemStatus = "clean"
+	// ItemRepaired: rows that differed were rewritten (some may be left
+	// as they are, see ItemUnrepaired).
+	ItemRepaired ItemStatus = "repaired"
+	// ItemDeferred: drift was found but the totals changed while the item
+	// was counted (or the pipeline is behind); a later pass checks again.
+	ItemDeferred ItemStatus = "deferred"
+	// ItemUnrepaired: drift was found only where the store's count may be
+	// short, so nothing was written.
+	ItemUnrepaired ItemStatus = "unrepaired"
+	// ItemUnknown: no totals and no reactions exist for the id.
+	ItemUnknown ItemStatus = "unknown"
+	// ItemNotOwned: the id's partition is applied by another rollup.
+	ItemNotOwned ItemStatus = "not_owned"
+	// ItemFailed: the store failed; Reason says how.
+	ItemFailed ItemStatus = "error"
+)
+
+// Tally is a pair of reaction totals.
+type Tally struct {
+	Likes, Dislikes int64
+}
+
+// RowResult is one row of a recounted item: its totals before, what the
+// reactions count, and its totals after (equal to Before when unchanged).
+type RowResult struct {
+	Scope   string
+	Exists  bool // the row existed before
+	Before  Tally
+	Counted Tally
+	After   Tally
+}
+
+// ItemResult is the outcome of recounting one item.
+type ItemResult struct {
+	ContentID string
+	Status    ItemStatus
+	// Partition is the item's partial-sum partition.
+	Partition uint32
+	// Rows lists the rows compared, sorted by scope (global among them).
+	Rows []RowResult
+	// Drift is the sum of |Δlikes| + |Δdislikes| over the rows written.
+	Drift int64
+	// Reason explains deferred, unrepaired, not_owned and error outcomes.
+	Reason string
+}
+
+// PassReport summarises one periodic pass.
+type PassReport struct {
+	RowsScanned int
+	Stale       int // stale items checked
+	Sampled     int // recently updated items checked
+	Wrapped     bool
+	Items       []ItemResult
+}
+
+// RecountOptions modify an on-demand recount.
+type RecountOptions struct {
+	// AllowLower lets a repair lower a total to a count that the store
+	// does not vouch is complete (Cassandra, see store/cassandra). The
+	// operator asserting it has checked that no reaction's by-content
+	// entry is missing (no ErrIndexBehind since the reactions were made).
+	AllowLower bool
+}
+
+// IDError is the error of an on-demand recount given an id that no item
+// can have. It wraps store.ErrInvalid.
+type IDError struct {
+	Index int
+	ID    string
+}
+
+func (e *IDError) Error() string {
+	return fmt.Sprintf("id %d (%q) is not a valid content id: want 1-%d bytes of printable ASCII without spaces or '/'",
+		e.Index, e.ID, store.MaxIDLen)
+}
+
+// Unwrap returns store.ErrInvalid.
+func (e *IDError) Unwrap() error { return store.ErrInvalid }
+
+// Recounter is the recount job: it compares ContentStats rows with the
+// reactions they derive from and repairs the rows that drifted, without
+// racing with the rollup's apply (see doc.go). Messages must reach the
+// rollup through Recounter.Handle for that exclusion to hold.
+//
+// A Recounter is safe for concurrent use: passes run one at a time,
+// on-demand recounts may run beside them, and Handle is called by one
+// goroutine per partition.
+type Recounter struct {
+	ru     *Rollup
+	st     RecountStore
+	cfg    RecountConfig
+	owned  []bool // by partition; nil means all
+	logger *slog.Logger
+	stats  RecountStats
+
+	// apply is held shared by every Handle and exclusively by a repair
+	// while it re-reads the rows and writes them: no message is applied
+	// between the check that an item's rows did not change and the write
+	// of their repair.
+	apply sync.RWMutex
+	// lastApply and lastFail are when Handle last applied a message and
+	// last failed to (Unix nanoseconds).
+	lastApply, lastFail atomic.Int64
+
+	passMu sync.Mutex // one pass at a time; guards cursor
+	cursor string
+}
+
+// NewRecounter returns the recount job of ru over st, which must be the
+// store ru writes to. logger may be nil.
+func NewRecounter(ru *Rollup, st RecountStore, cfg RecountConfig, logger *slog.Logger) (*Recounter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cannot create recounter: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rc := &Recounter{ru: ru, st: st, cfg: cfg, logger: logger.With("component", "recount")}
+	if len(cfg.Owned) > 0 {
+		rc.owned = make([]bool, cfg.Partitions)
+		for _, p := range cfg.Owned {
+			rc.owned[p] = true
+		}
+	}
+	return rc, nil
+}
+
+// Stats returns the running totals.
+func (rc *Recounter) Stats() *RecountStats { return &rc.stats }
+
+// Config returns the configuration.
+func (rc *Recounter) Config() RecountConfig { return rc.cfg }
+
+// Handle applies one broker message through the rollup (Rollup.Handle),
+// never while a repair re-reads and writes rows. Every message must be
+// applied through it while the Recounter is in use.
+func (rc *Recounter) Handle(ctx context.Context, seq uint64, data []byte) error {
+	rc.apply.RLock()
+	err := rc.ru.Handle(ctx, seq, data)
+	rc.apply.RUnlock()
+	switch {
+	case err == nil:
+		rc.lastApply.Store(time.Now().UnixNano())
+	case !errors.Is(err, ErrPoison):
+		rc.lastFail.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// behind reports why repairs must wait, or "" when they need not: a
+// message failed to apply within the last Quiet (it is retried, and its
+// deltas are in flight meanwhile), or the newest message applied within the
+// last Quiet was flushed more than Quiet before. Either way deltas may be
+// in flight for longer than Quiet.
+func (rc *Recounter) behind() string {
+	if since := time.Since(time.Unix(0, rc.lastFail.Load())); since < rc.cfg.Quiet {
+		return fmt.Sprintf("pipeline behind: a message failed to apply %v ago (quiet is %v)", since.Round(time.Millisecond), rc.cfg.Quiet)
+	}
+	lag := time.Duration(rc.ru.stats.LagMillis.Load()) * time.Millisecond
+	if lag > rc.cfg.Quiet && time.Since(time.Unix(0, rc.lastApply.Load())) < rc.cfg.Quiet {
+		return fmt.Sprintf("pipeline behind: the newest message was applied %v after its flush (quiet is %v)", lag, rc.cfg.Quiet)
+	}
+	return ""
+}
+
+// owns reports whether this rollup applies partition p.
+func (rc *Recounter) owns(p uint32) bool {
+	if rc.cfg.Owns != nil {
+		return rc.cfg.Owns(p)
+	}
+	return rc.owned == nil || rc.owned[p]
+}
+
+// Run runs a pass every Interval until ctx ends, then returns nil. With a
+// zero Interval it only waits for ctx. Errors of a pass are logged and
+// counted; the next pass starts where the failed one would have.
+func (rc *Recounter) Run(ctx context.Context) error {
+	if rc.cfg.Interval == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(rc.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		rep, err := rc.Pass(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			rc.logger.Warn("recount pass failed", "err", err)
+			continue
+		}
+		rc.logger.Debug("recount pass", "rows_scanned", rep.RowsScanned, "stale", rep.Stale, "sampled", rep.Sampled,
+			"wrapped", rep.Wrapped)
+	}
+}
+
+// Pass scans the next Batch rows of ContentStats from where the previous
+// pass stopped and checks the items among them that this rollup owns: all
+// stale ones and Sample others at random. It returns what it found. On an
+// error the cursor stays, so the next pass scans the same rows again.
+func (rc *Recounter) Pass(ctx context.Context) (PassReport, error) {
+	rc.passMu.Lock()
+	defer rc.passMu.Unlock()
+	rows, next, err := rc.st.ScanStats(ctx, rc.cursor, rc.cfg.Batch)
+	if err != nil {
+		rc.stats.Errors.Add(1)
+		return PassReport{}, fmt.Errorf("cannot scan totals: %w", err)
+	}
+	rep := PassReport{RowsScanned: len(rows), Wrapped: next == ""}
+	// The rows of one item are adjacent; an item's newest row says
+	// whether the pipeline still updates it.
+	staleBefore := rc.ru.now().Add(-rc.cfg.StaleAfter)
+	var stale, fresh []string
+	for i := 0; i < len(rows); {
+		id := rows[i].ContentID
+		newest := rows[i].UpdatedAt
+		j := i + 1
+		for ; j < len(rows) && rows[j].ContentID == id; j++ {
+			if rows[j].UpdatedAt.After(newest) {
+				newest = rows[j].UpdatedAt
+			}
+		}
+		i = j
+		if !rc.owns(partial.PartitionOf(id, rc.cfg.Partitions)) {
+			continue
+		}
+		if newest.Before(staleBefore) {
+			stale = append(stale, id)
+		} else {
+			fresh = append(fresh, id)
+		}
+	}
+	rand.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
+	sampled := fresh[:min(rc.cfg.Sample, len(fresh))]
+	rep.Stale, rep.Sampled = len(stale), len(sampled)
+	ids := append(stale, sampled...)
+	if len(ids) > 0 {
+		rep.Items, err = rc.check(ctx, ids, RecountOptions{})
+		if err != nil {
+			return rep, err
+		}
+	}
+	rc.cursor = next
+	if next == "" {
+		rc.stats.ScanCycles.Add(1)
+	}
+	rc.stats.Passes.Add(1)
+	rc.stats.LastPassMillis.Store(time.Now().UnixMilli())
+	rc.logUnrepaired(rep.Items)
+	return rep, nil
+}
+
+// Recount checks and repairs the items ids now, as a pass does, and
+// returns one result per distinct id in the order given. It takes at least
+// Quiet when an item has drift. An id that no item can have fails the
+// whole call with an *IDError before anything is read; so do more than
+// MaxRecountIDs ids (store.ErrInvalid). Store failures are reported per
+// item; the error is non-nil only for bad input, a failed read of the
+// totals or an ended ctx.
+func (rc *Recounter) Recount(ctx context.Context, ids []string, opts RecountOptions) ([]ItemResult, error) {
+	if len(ids) == 0 || len(ids) > MaxRecountIDs {
+		return nil, fmt.Errorf("cannot recount: %w: %d ids, want 1..%d", store.ErrInvalid, len(ids), MaxRecountIDs)
+	}
+	for i, id := range ids {
+		if !store.ValidID(id) {
+			return nil, fmt.Errorf("cannot recount: %w", &IDError{Index: i, ID: id})
+		}
+	}
+	seen := make(map[string]bool, len(ids))
+	distinct := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			distinct = append(distinct, id)
+		}
+	}
+	res, err := rc.check(ctx, distinct, opts)
+	rc.logUnrepaired(res)
+	return res, err
+}
+
+// candidate is an item with drift, waiting for its repair.
+type candidate struct {
+	i    int           // index in the results
+	rows []store.Stats // the rows as read before the count
+}
+
+// check compares each item of ids with its reactions and repairs the
+// drifted ones (see doc.go for the rule).
+func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOptions) ([]ItemResult, error) {
+	results := make([]ItemResult, len(ids))
+	var owned []string
+	for i, id := range ids {
+		p := partial.PartitionOf(id, rc.cfg.Partitions)
+		results[i] = ItemResult{ContentID: id, Partition: p}
+		if !rc.owns(p) {
+			results[i].Status = ItemNotOwned
+			results[i].Reason = fmt.Sprintf("partition %d is applied by another rollup instance; ask the one that owns it", p)
+			continue
+		}
+		owned = append(owned, id)
+	}
+	if len(owned) == 0 {
+		return results, nil
+	}
+	// 1. The rows, before any count: a delta applied after this read
+	// changes them.
+	before, err := rc.st.ReadStats(ctx, owned)
+	if err != nil {
+		rc.stats.Errors.Add(1)
+		return nil, fmt.Errorf("cannot read totals: %w", err)
+	}
+	// 2. The counts.
+	var cands []candidate
+	for i := range results {
+		res := &results[i]
+		if res.Status != "" {
+			continue
+		}
+		rows := before[res.ContentID]
+		drift, err := rc.count(ctx, res, rows, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("cannot recount: %w", ctx.Err())
+			}
+			rc.stats.Errors.Add(1)
+			res.Status, res.Reason = ItemFailed, err.Error()
+			continue
+		}
+		if drift {
+			cands = append(cands, candidate{i: i, rows: rows})
+		}
+	}
+	if len(cands) == 0 {
+		return results, nil
+	}
+	countedAt := time.Now()
+	// 3. Wait until every delta of a change the counts saw has been
+	// applied (the Quiet assumption)...
+	if err := sleep(ctx, time.Until(countedAt.Add(rc.cfg.Quiet))); err != nil {
+		return nil, fmt.Errorf("cannot recount: %w", err)
+	}
+	// 4. ...then repair the items whose rows did not change meanwhile,
+	// with no message applied between that check and the write.
+	if err := rc.repair(ctx, results, cands); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// count fills res from the item's rows and reactions and reports whether
+// the item has drift that a repair may fix.
+func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []store.Stats, opts RecountOptions) (bool, error) {
+	tallies, err := rc.st.CountReactions(ctx, res.ContentID)
+	if err != nil {
+		return false, err
+	}
+	if len(rows) == 0 && len(tallies) == 0 {
+		res.Status = ItemUnknown
+		res.Reason = "no totals and no reactions exist for this id"
+		return false, nil
+	}
+	rc.stats.ItemsChecked.Add(1)
+	plan, err := planRows(rows, tallies, true, false)
+	if err != nil {
+		return false, err
+	}
+	if changed(plan) > 0 {
+		// The index says the totals drifted: count the way a repair may
+		// rely on.
+		var complete bool
+		if tallies, complete, err = rc.st.RecountReactions(ctx, res.ContentID); err != nil {
+			return false, err
+		}
+		if plan, err = planRows(rows, tallies, complete, opts.AllowLower); err != nil {
+			return false, err
+		}
+	}
+	res.Rows = plan
+	rc.stats.RowsChecked.Add(uint64(len(plan)))
+	n, short := changed(plan), unrepaired(plan)
+	switch {
+	case n > 0:
+		return true, nil
+	case short > 0:
+		res.Status = ItemUnrepaired
+		res.Reason = unrepairedReason(short)
+		rc.stats.RowsUnrepaired.Add(uint64(short))
+	default:
+		res.Status = ItemClean
+	}
+	return false, nil
+}
+
+func unrepairedReason(rows int) string {
+	return fmt.Sprintf("%d row(s) are above a count that may be short (the store cannot prove every reaction has a by-content entry); left as they are, recount with allow_lower to lower them", rows)
+}
+
+// repair re-reads the candidates' rows under the apply lock and writes
+// the repairs of those that did not change since they were counted.
+func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []candidate) error {
+	ids := make([]string, len(cands))
+	for k, c := range cands {
+		ids[k] = results[c.i].ContentID
+	}
+	now := rc.ru.now()
+	rc.apply.Lock()
+	behind := rc.behind()
+	current, err := rc.st.ReadStats(ctx, ids)
+	var (
+		writes []store.Stats
+		fixed  []int // indexes into cands
+	)
+	if err == nil && behind == "" {
+		for k, c := range cands {
+			if !rc.owns(results[c.i].Partition) || !sameRows(c.rows, current[ids[k]]) {
+				continue
+			}
+			writes = append(writes, repairRows(ids[k], c.rows, results[c.i].Rows, now)...)
+			fixed = append(fixed, k)
+		}
+		if len(writes) > 0 {
+			err = rc.st.WriteStats(ctx, writes)
+		}
+	}
+	rc.apply.Unlock()
+	if err != nil {
+		rc.stats.Errors.Add(1)
+		if ctx.Err() != nil {
+			return fmt.Errorf("cannot recount: %w", ctx.Err())
+		}
+		for _, c := range cands {
+			results[c.i].Status = ItemFailed
+			results[c.i].Reason = fmt.Sprintf("cannot write the repair (the next pass checks again): %v", err)
+		}
+		return nil
+	}
+	for k, c := range cands {
+		res := &results[c.i]
+		if !slices.Contains(fixed, k) {
+			res.Status = ItemDeferred
+			switch {
+			case behind != "":
+				res.Reason = behind
+			case !rc.owns(res.Partition):
+				res.Reason = fmt.Sprintf("partition %d moved to another rollup instance while the item was counted", res.Partition)
+			default:
+				res.Reason = "totals changed while the item was counted; a later pass checks again"
+			}
+			rc.stats.RowsDeferred.Add(uint64(changed(res.Rows)))
+			rc.logger.Debug("recount deferred", "content_id", res.ContentID, "reason", res.Reason)
+			continue
+		}
+		res.Status = ItemRepaired
+		if short := unrepaired(res.Rows); short > 0 {
+			res.Reason = unrepairedReason(short)
+			rc.stats.RowsUnrepaired.Add(uint64(short))
+		}
+		for _, r := range res.Rows {
+			if r.After == r.Before {
+				continue
+			}
+			d := abs(r.After.Likes-r.Before.Likes) + abs(r.After.Dislikes-r.Before.Dislikes)
+			res.Drift += d
+			rc.stats.RowsRepaired.Add(1)
+			rc.stats.DriftRepaired.Add(uint64(d))
+			rc.logger.Info("recount repaired a total", "content_id", res.ContentID, "scope", r.Scope,
+				"likes_before", r.Before.Likes, "likes_after", r.After.Likes,
+				"dislikes_before", r.Before.Dislikes, "dislikes_after", r.After.Dislikes, "drift", d)
+		}
+	}
+	return nil
+}
+
+// logUnrepaired logs, once per call, the items whose drift was left.
+func (rc *Recounter) logUnrepaired(items []ItemResult) {
+	var ids []string
+	for _, it := range items {
+		if unrepaired(it.Rows) > 0 && (it.Status == ItemUnrepaired || it.Status == ItemRepaired) {
+			ids = append(ids, it.ContentID)
+		}
+	}
+	if len(ids) > 0 {
+		rc.logger.Warn("recount left totals above a count that may be short", "items", len(ids),
+			"first", ids[:min(len(ids), 5)])
+	}
+}
+
+// planRows compares an item's rows with its counted tallies and returns one
+// RowResult per scope: every existing row, every counted region and the
+// global row. A cell moves to its count unless the count is not complete,
+// lowering is not allowed and the count is below the cell.
+func planRows(rows []store.Stats, tallies []store.RegionTally, complete, allowLower bool) ([]RowResult, error) {
+	byScope := make(map[string]*RowResult, len(rows)+len(tallies)+1)
+	get := func(scope string) *RowResult {
+		r, ok := byScope[scope]
+		if !ok {
+			r = &RowResult{Scope: scope}
+			byScope[scope] = r
+		}
+		return r
+	}
+	for _, row := range rows {
+		r := get(row.Scope)
+		r.Exists = true
+		r.Before = Tally{row.Likes, row.Dislikes}
+	}
+	g := get(store.GlobalScope)
+	for _, t := range tallies {
+		if !store.ValidRegion(t.Region) {
+			return nil, fmt.Errorf("cannot recount: a reaction's region %q cannot name a totals row", t.Region)
+		}
+		r := get(t.Region)
+		r.Counted = Tally{t.Likes, t.Dislikes}
+		g.Counted.Likes += t.Likes
+		g.Counted.Dislikes += t.Dislikes
+	}
+	out := make([]RowResult, 0, len(byScope))
+	for _, r := range byScope {
+		r.After = Tally{
+			Likes:    target(r.Before.Likes, r.Counted.Likes, complete || allowLower),
+			Dislikes: target(r.Before.Dislikes, r.Counted.Dislikes, complete || allowLower),
+		}
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b RowResult) int { return cmp.Compare(a.Scope, b.Scope) })
+	return out, nil
+}
+
+// target is the value a cell is repaired to: the count, unless the count
+// may be short (not exact) and is below the cell.
+func target(before, counted int64, exact bool) int64 {
+	if counted < before && !exact {
+		return before
+	}
+	return counted
+}
+
+// changed counts the rows a repair writes.
+func changed(plan []RowResult) int {
+	n := 0
+	for _, r := range plan {
+		if r.After != r.Before {
+			n++
+		}
+	}
+	return n
+}
+
+// unrepaired counts the rows left above their count.
+func unrepaired(plan []RowResult) int {
+	n := 0
+	for _, r := range plan {
+		if r.After != r.Counted {
+			n++
+		}
+	}
+	return n
+}
+
+// repairRows returns the rows that repair an item: each changed row with
+// its new totals, keeping its other counters, stamped now and with the
+// highest LastSeq of the item's rows. Every message up to that sequence
+// was applied to the item before it was counted (messages apply in order,
+// an item's rows together), so a redelivery of one of them must not touch
+// the repaired row, and a later one must.
+func repairRows(id string, rows []store.Stats, plan []RowResult, now time.Time) []store.Stats {
+	var seq uint64
+	byScope := make(map[string]store.Stats, len(rows))
+	for _, row := range rows {
+		seq = max(seq, row.LastSeq)
+		byScope[row.Scope] = row
+	}
+	var out []store.Stats
+	for _, r := range plan {
+		if r.After == r.Before {
+			continue
+		}
+		row, ok := byScope[r.Scope]
+		if !ok {
+			row = store.Stats{ContentID: id, Scope: r.Scope}
+		}
+		row.Counters = maps.Clone(row.Counters)
+		row.Likes, row.Dislikes = r.After.Likes, r.After.Dislikes
+		row.LastSeq = seq
+		row.UpdatedAt = now
+		out = append(out, row)
+	}
+	return out
+}
+
+// sameRows reports whether two reads of an item's rows are the same: no
+// row appeared, vanished or changed.
+func sameRows(a, b []store.Stats) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	byScope := make(map[string]*store.Stats, len(a))
+	for i := range a {
+		byScope[a[i].Scope] = &a[i]
+	}
+	for i := range b {
+		x, ok := byScope[b[i].Scope]
+		y := &b[i]
+		if !ok || x.LastSeq != y.LastSeq || !x.UpdatedAt.Equal(y.UpdatedAt) || x.Likes != y.Likes ||
+			x.Dislikes != y.Dislikes || !maps.Equal(x.Counters, y.Counters) {
+			return false
+		}
+	}
+	return true
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,620 @@
+package rollup
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/store"
+)
+
+// TrendingStore is what the rollup needs to keep trending lists: store one
+// partition's list of a (scope, counter, window).
+type TrendingStore interface {
+	PutTrending(ctx context.Context, t store.Trending) error
+}
+
+// TrendingConfig configures the rollup's trending lists.
+type TrendingConfig struct {
+	// Partitions is the number of partial-sum partitions (the agents'); a
+	// list item of another partition than its message's is dropped.
+	Partitions int
+	// RowItems bounds the items of one stored list (one partition's). A
+	// reader that merges the partitions ranks the top k exactly for k up
+	// to RowItems. Zero means 200.
+	RowItems int
+	// Interval is how often a partition's lists are recomputed and stored
+	// (when its messages arrive; see WriteTrending). Zero means 5 seconds.
+	Interval time.Duration
+}
+
+// DefaultTrendingConfig returns the defaults for partitions partitions.
+func DefaultTrendingConfig(partitions int) TrendingConfig {
+	return TrendingConfig{Partitions: partitions, RowItems: 200, Interval: 5 * time.Second}
+}
+
+// Validate reports every problem with c.
+func (c TrendingConfig) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("trending partitions %d: want at least 1", c.Partitions))
+	}
+	if c.RowItems < 0 || c.RowItems > 10000 {
+		errs = append(errs, fmt.Errorf("trending row items %d: want 1..10000 (0 for the default)", c.RowItems))
+	}
+	if c.Interval < 0 {
+		errs = append(errs, fmt.Errorf("trending interval %v: want >= 0", c.Interval))
+	}
+	return errors.Join(errs...)
+}
+
+// TrendingStats are the trending totals, exported for metrics.
+type TrendingStats struct {
+	Lists        atomic.Uint64 // agent lists applied
+	BadLists     atomic.Uint64 // lists of an unknown window, dropped
+	BadItems     atomic.Uint64 // list items of another partition, dropped
+	Redelivered  atomic.Uint64 // messages whose lists and sums were already counted
+	RowsWritten  atomic.Uint64
+	WriteErrors  atomic.Uint64
+	Candidates   atomic.Int64 // items with exact counts, all partitions
+	ComputeNanos atomic.Uint64
+}
+
+// EnableTrending makes r keep trending lists from the messages it applies
+// and store them in st (see doc.go). Call it before the first message.
+func (r *Rollup) EnableTrending(cfg TrendingConfig, st TrendingStore) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("cannot enable trending: %w", err)
+	}
+	if st == nil {
+		return errors.New("cannot enable trending: nil store")
+	}
+	if cfg.RowItems == 0 {
+		cfg.RowItems = 200
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	r.trend = &trender{cfg: cfg, st: st, now: r.now, logger: r.logger, parts: make(map[uint32]*trendPart)}
+	return nil
+}
+
+// TrendingStats returns the trending totals; nil when trending is off.
+func (r *Rollup) TrendingStats() *TrendingStats {
+	if r.trend == nil {
+		return nil
+	}
+	return &r.trend.stats
+}
+
+// WriteTrending recomputes and stores the lists of every partition this
+// rollup has state for, now. The rollup also does this by itself, every
+// Interval, when a partition's messages arrive; call it for a final write
+// before stopping, and only for partitions this rollup still owns.
+func (r *Rollup) WriteTrending(ctx context.Context) error {
+	if r.trend == nil {
+		return nil
+	}
+	return r.trend.writeAll(ctx)
+}
+
+// ForgetTrending drops the trending state of partition p. Call it when
+// this rollup stops consuming p (a handover to another rollup): its exact
+// counts would otherwise miss what the other owner applied, should p come
+// back. The next message of p starts afresh, as after a restart.
+func (r *Rollup) ForgetTrending(p uint32) {
+	if r.trend == nil {
+		return
+	}
+	t := r.trend
+	t.mu.Lock()
+	tp := t.parts[p]
+	delete(t.parts, p)
+	t.mu.Unlock()
+	if tp != nil {
+		tp.mu.Lock()
+		t.stats.Candidates.Add(-tp.cands)
+		tp.cands = 0
+		tp.mu.Unlock()
+	}
+}
+
+// The trending windows by index: 5m and 1h in minute buckets, 24h in hour
+// buckets, as topk.DefaultWindowConfig keeps them at the agents.
+const numWindows = 3
+
+func windowName(i int) string {
+	switch i {
+	case 0:
+		return store.Window5m
+	case 1:
+		return store.Window1h
+	default:
+		return store.Window24h
+	}
+}
+
+func windowIndex(w string) int {
+	switch w {
+	case store.Window5m:
+		return 0
+	case store.Window1h:
+		return 1
+	case store.Window24h:
+		return 2
+	}
+	return -1
+}
+
+// firstMinute returns the first minute of window wi's buckets when the
+// current minute is m.
+func firstMinute(wi int, m int64) int64 {
+	switch wi {
+	case 0:
+		return m - 4
+	case 1:
+		return m - 59
+	default:
+		return (floorDiv(m, 60) - 23) * 60
+	}
+}
+
+type trender struct {
+	cfg    TrendingConfig
+	st     TrendingStore
+	now    func() time.Time
+	logger *slog.Logger
+	stats  TrendingStats
+
+	mu    sync.Mutex
+	parts map[uint32]*trendPart
+
+	warnMu     sync.Mutex
+	lastWarned time.Time
+}
+
+// trendPart is the trending state of one partition: written by the
+// partition's goroutine, and by WriteTrending under mu.
+type trendPart struct {
+	mu      sync.Mutex
+	id      uint32
+	lastSeq uint64 // newest message counted
+	nowMs   int64  // newest flush time counted (agents' clocks), unix ms
+	// startMs bounds the flush times of messages a previous process may
+	// have counted: this state's creation time, plus clockSkew.
+	startMs   int64
+	lastWrite time.Time
+	groups    map[groupKey]*trendGroup
+	rows      map[rowID]bool // lists stored non-empty by the last write
+	cands     int64          // exact counters, for the gauge
+}
+
+// clockSkew is how far an agent's clock may run ahead of the rollup's.
+const clockSkew = time.Minute
+
+type groupKey struct{ region, counter string }
+
+type rowID struct {
+	scope, counter string
+	window         int
+}
+
+// trendGroup is one region's counter: the latest list of every agent run
+// (agent, epoch) per window, and exact counts of the listed items.
+type trendGroup struct {
+	lists [numWindows]map[agentRun]*agentList
+	exact map[string]*ring
+}
+
+type agentRun struct {
+	agent string
+	epoch uint64
+}
+
+type agentList struct {
+	minute int64 // of the list's flush time
+	floor  int64
+	items  map[string]partial.TopItem
+}
+
+func (t *trender) part(p uint32) *trendPart {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tp := t.parts[p]
+	if tp == nil {
+		tp = &trendPart{id: p, groups: make(map[groupKey]*trendGroup), rows: make(map[rowID]bool),
+			startMs: t.now().Add(clockSkew).UnixMilli()}
+		t.parts[p] = tp
+	}
+	return tp
+}
+
+// apply counts one applied message: its positive sums into the exact
+// counts of listed items, its lists as the sending agent's latest. A
+// message at or below the partition's last counted sequence (a redelivery)
+// changes nothing. Every Interval it recomputes and stores the partition's
+// lists.
+func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
+	tp := t.part(b.Partition)
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if seq <= tp.lastSeq {
+		t.stats.Redelivered.Add(1)
+		return
+	}
+	tp.lastSeq = seq
+	at := b.FlushedAt.UnixMilli()
+	if b.FlushedAt.IsZero() {
+		at = t.now().UnixMilli()
+	}
+	tp.nowMs = max(tp.nowMs, at)
+	minute := floorDiv(at, time.Minute.Milliseconds())
+	for i := range b.Sums {
+		s := &b.Sums[i]
+		if s.Delta <= 0 {
+			continue
+		}
+		if g := tp.groups[groupKey{s.Region, s.Counter}]; g != nil {
+			if r := g.exact[s.ContentID]; r != nil {
+				r.add(minute, s.Delta)
+			}
+		}
+	}
+	// Exact counts start after every flush that may have been counted
+	// before: this process's newest, and what a previous process may have
+	// applied before this one started.
+	since := floorDiv(max(tp.nowMs, tp.startMs), time.Minute.Milliseconds()) + 1
+	for i := range b.Tops {
+		l := &b.Tops[i]
+		wi := windowIndex(l.Window)
+		if wi < 0 {
+			t.stats.BadLists.Add(1)
+			continue
+		}
+		t.stats.Lists.Add(1)
+		g := tp.group(groupKey{b.Region, l.Counter})
+		run := agentRun{b.Agent, b.Epoch}
+		if l.Floor == 0 && len(l.Items) == 0 {
+			delete(g.lists[wi], run)
+			continue
+		}
+		al := &agentList{minute: minute, floor: l.Floor, items: make(map[string]partial.TopItem, len(l.Items))}
+		for _, it := range l.Items {
+			if partial.PartitionOf(it.ContentID, t.cfg.Partitions) != b.Partition {
+				t.stats.BadItems.Add(1)
+				continue
+			}
+			al.items[it.ContentID] = it
+			if g.exact[it.ContentID] == nil {
+				// Sums counted before now are not in it: it is exact from
+				// the next minute on.
+				g.exact[it.ContentID] = &ring{since: since}
+			}
+		}
+		g.lists[wi][run] = al
+	}
+	if now := t.now(); now.Sub(tp.lastWrite) >= t.cfg.Interval {
+		t.write(ctx, tp, now)
+	}
+}
+
+func (tp *trendPart) group(k groupKey) *trendGroup {
+	g := tp.groups[k]
+	if g == nil {
+		g = &trendGroup{exact: make(map[string]*ring)}
+		for i := range g.lists {
+			g.lists[i] = make(map[agentRun]*agentList)
+		}
+		tp.groups[k] = g
+	}
+	return g
+}
+
+func (t *trender) writeAll(ctx context.Context) error {
+	t.mu.Lock()
+	parts := make([]*trendPart, 0, len(t.parts))
+	for _, tp := range t.parts {
+		parts = append(parts, tp)
+	}
+	t.mu.Unlock()
+	var errs []error
+	for _, tp := range parts {
+		tp.mu.Lock()
+		errs = append(errs, t.write(ctx, tp, t.now()))
+		tp.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// write recomputes and stores the partition's lists; tp.mu is held. A
+// failed store write is counted and left for the next write.
+func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error {
+	start := time.Now()
+	tp.lastWrite = now
+	rows := t.compute(tp)
+	t.stats.ComputeNanos.Add(uint64(time.Since(start)))
+	var errs []error
+	for _, row := range rows {
+		if err := t.st.PutTrending(ctx, row); err != nil {
+			t.stats.WriteErrors.Add(1)
+			errs = append(errs, err)
+			continue
+		}
+		t.stats.RowsWritten.Add(1)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.warnMu.Lock()
+		if now := time.Now(); now.Sub(t.lastWarned) > 10*time.Second {
+			t.lastWarned = now
+			t.logger.Warn("cannot store trending lists; they are written again at the next interval", "partition", tp.id, "failed", len(errs), "err", err)
+		}
+		t.warnMu.Unlock()
+		return fmt.Errorf("cannot store trending lists of partition %d: %w", tp.id, err)
+	}
+	return nil
+}
+
+// compute prunes what no longer overlaps the windows and returns the
+// partition's lists as of its newest flush time: one per region and one
+// global per (counter, window), plus an empty one for every list stored
+// non-empty last time that has no items now.
+func (t *trender) compute(tp *trendPart) []store.Trending {
+	m := floorDiv(tp.nowMs, time.Minute.Milliseconds())
+	asOf := time.UnixMilli(tp.nowMs)
+	var cands int64
+	for k, g := range tp.groups {
+		named := make(map[string]bool)
+		empty := true
+		for wi := range g.lists {
+			first := firstMinute(wi, m)
+			for run, al := range g.lists[wi] {
+				if al.minute < first {
+					delete(g.lists[wi], run) // every arrival it counts is older than the window
+					continue
+				}
+				empty = false
+				for id := range al.items {
+					named[id] = true
+				}
+			}
+		}
+		for id := range g.exact {
+			if !named[id] {
+				delete(g.exact, id)
+			}
+		}
+		if empty {
+			delete(tp.groups, k)
+		}
+		cands += int64(len(g.exact))
+	}
+	t.stats.Candidates.Add(cands - tp.cands)
+	tp.cands = cands
+
+	byCounter := make(map[string][]*trendGroup)
+	var out []store.Trending
+	rows := make(map[rowID]bool) // stored non-empty now
+	emit := func(scope, counter string, wi int, items []store.TrendingItem) {
+		id := rowID{scope, counter, wi}
+		if len(items) == 0 && !tp.rows[id] {
+			return
+		}
+		delete(tp.rows, id)
+		rank(items)
+		items = items[:min(len(items), t.cfg.RowItems)]
+		out = append(out, store.Trending{
+			TrendingKey: store.TrendingKey{Scope: scope, Counter: counter, Window: windowName(wi), Partition: tp.id},
+			AsOf:        asOf, Items: items,
+		})
+		if len(items) > 0 {
+			rows[id] = true
+		}
+	}
+	keys := slices.SortedFunc(func(yield func(groupKey) bool) {
+		for k := range tp.groups {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b groupKey) int {
+		return cmp.Or(strings.Compare(a.counter, b.counter), strings.Compare(a.region, b.region))
+	})
+	for _, k := range keys {
+		g := tp.groups[k]
+		byCounter[k.counter] = append(byCounter[k.counter], g)
+		for wi := range numWindows {
+			var items []store.TrendingItem
+			for id := range g.candidates(wi, m) {
+				if lo, hi := g.bound(id, wi, m); hi > 0 {
+					items = append(items, store.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
+				}
+			}
+			emit(k.region, k.counter, wi, items)
+		}
+	}
+	for _, counter := range slices.Sorted(func(yield func(string) bool) {
+		for c := range byCounter {
+			if !yield(c) {
+				return
+			}
+		}
+	}) {
+		gs := byCounter[counter]
+		for wi := range numWindows {
+			ids := make(map[string]bool)
+			for _, g := range gs {
+				for id := range g.candidates(wi, m) {
+					ids[id] = true
+				}
+			}
+			var items []store.TrendingItem
+			for id := range ids {
+				var lo, hi int64
+				for _, g := range gs {
+					l, h := g.bound(id, wi, m)
+					lo, hi = satAdd(lo, l), satAdd(hi, h)
+				}
+				if hi > 0 {
+					items = append(items, store.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
+				}
+			}
+			emit(store.GlobalScope, counter, wi, items)
+		}
+	}
+	// What is left of the last write's non-empty lists belongs to groups
+	// that are gone: store those lists empty.
+	for id := range tp.rows {
+		out = append(out, store.Trending{
+			TrendingKey: store.TrendingKey{Scope: id.scope, Counter: id.counter, Window: windowName(id.window), Partition: tp.id},
+			AsOf:        asOf,
+		})
+	}
+	tp.rows = rows
+	return out
+}
+
+// candidates yields the items of window wi's lists, and the items whose
+// exact count covers the window.
+func (g *trendGroup) candidates(wi int, m int64) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		seen := make(map[string]bool)
+		for _, al := range g.lists[wi] {
+			for id := range al.items {
+				if !seen[id] {
+					seen[id] = true
+					if !yield(id) {
+						return
+					}
+				}
+			}
+		}
+		for id, r := range g.exact {
+			if !seen[id] && r.since <= firstMinute(wi, m) {
+				seen[id] = true
+				if !yield(id) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// bound returns the bounds of item id's count in the group over window wi
+// as of minute m (see doc.go):
+//   - from the lists: an agent's list of minute m adds [count-error,
+//     count] for an item it names and [0, floor] for one it does not; a
+//     list of an earlier minute adds only upper bounds (its window has
+//     moved since, so some of what it counts may have left);
+//   - from the exact counts: an item's count since it was first listed is
+//     a lower bound, and its whole count once that covers the window.
+func (g *trendGroup) bound(id string, wi int, m int64) (lo, hi int64) {
+	for _, al := range g.lists[wi] {
+		if it, ok := al.items[id]; ok {
+			hi = satAdd(hi, it.Count)
+			if al.minute == m {
+				lo = satAdd(lo, it.Count-it.Error)
+			}
+		} else {
+			hi = satAdd(hi, al.floor)
+		}
+	}
+	if r := g.exact[id]; r != nil {
+		e, covered := r.sum(wi, m)
+		if covered {
+			return e, e
+		}
+		lo = max(lo, e)
+		hi = max(hi, lo)
+	}
+	return lo, hi
+}
+
+// ring holds an item's exact counts per minute (the last 60) and per hour
+// (the last 24), counted from minute since on, bucketed by flush time.
+type ring struct {
+	since int64
+	min   [60]bucket
+	hour  [24]bucket
+}
+
+type bucket struct{ n, v int64 }
+
+func (r *ring) add(minute, d int64) {
+	if minute < r.since {
+		return
+	}
+	put := func(b *bucket, n int64) {
+		if b.n < n {
+			*b = bucket{n: n}
+		}
+		if b.n == n {
+			b.v = satAdd(b.v, d)
+		}
+	}
+	put(&r.min[mod(minute, 60)], minute)
+	h := floorDiv(minute, 60)
+	put(&r.hour[mod(h, 24)], h)
+}
+
+// sum returns the item's count over window wi as of minute m, and whether
+// it covers the whole window (else it is a lower bound).
+func (r *ring) sum(wi int, m int64) (int64, bool) {
+	first := firstMinute(wi, m)
+	var v int64
+	if wi == 2 {
+		for h := floorDiv(first, 60); h <= floorDiv(m, 60); h++ {
+			if b := &r.hour[mod(h, 24)]; b.n == h {
+				v = satAdd(v, b.v)
+			}
+		}
+	} else {
+		for n := first; n <= m; n++ {
+			if b := &r.min[mod(n, 60)]; b.n == n {
+				v = satAdd(v, b.v)
+			}
+		}
+	}
+	return v, r.since <= first
+}
+
+// rank sorts items by count descending, then id.
+func rank(items []store.TrendingItem) {
+	slices.SortFunc(items, func(a, b store.TrendingItem) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.ContentID, b.ContentID))
+	})
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+func mod(a, b int64) int64 {
+	r := a % b
+	if r < 0 {
+		r += b
+	}
+	return r
+}

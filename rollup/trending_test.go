@@ -1,0 +1,336 @@
+package rollup_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/rollup"
+	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/store/embedded"
+)
+
+// minuteM is 30 s into a minute; minute(k) is k minutes later.
+var minuteM = time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+
+func minute(k int) time.Time { return minuteM.Add(time.Duration(k) * time.Minute) }
+
+// trendRig is a rollup with trending on over one partition, writing to a
+// real embedded store, applying hand-made messages in sequence.
+type trendRig struct {
+	t   *testing.T
+	r   *rollup.Rollup
+	st  *embedded.Store
+	seq uint64
+}
+
+func newTrendRig(t *testing.T, partitions int) *trendRig {
+	t.Helper()
+	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// The rollup started two minutes before the first flush it sees.
+	r := rollup.New(st, func() time.Time { return minuteM.Add(-2 * time.Minute) }, nil)
+	cfg := rollup.DefaultTrendingConfig(partitions)
+	cfg.Interval = time.Hour // written by WriteTrending only
+	if err := r.EnableTrending(cfg, st); err != nil {
+		t.Fatal(err)
+	}
+	return &trendRig{t: t, r: r, st: st}
+}
+
+// send applies one message of agent (region-epoch) at time at through the
+// wire encoding, as the consumer hands it over.
+func (g *trendRig) send(agent string, epoch uint64, region string, at time.Time, sums []partial.Sum, tops ...partial.TopList) uint64 {
+	g.t.Helper()
+	g.seq++
+	for i := range sums {
+		if sums[i].Region == "" {
+			sums[i].Region = region
+		}
+	}
+	b := &partial.Batch{Agent: agent, Region: region, Epoch: epoch, Seq: g.seq, FlushedAt: at, Sums: sums, Tops: tops}
+	if err := g.r.Handle(context.Background(), g.seq, partial.Append(nil, b)); err != nil {
+		g.t.Fatalf("Handle: %v", err)
+	}
+	return g.seq
+}
+
+// rows writes the lists and returns (scope, counter, window) → items of
+// partition 0.
+func (g *trendRig) rows(scope, counter, window string) ([]store.TrendingItem, time.Time) {
+	g.t.Helper()
+	if err := g.r.WriteTrending(context.Background()); err != nil {
+		g.t.Fatalf("WriteTrending: %v", err)
+	}
+	tr, _, err := g.st.GetTrending(context.Background(), store.TrendingKey{Scope: scope, Counter: counter, Window: window})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return tr.Items, tr.AsOf
+}
+
+func list(window string, floor int64, items ...partial.TopItem) partial.TopList {
+	return partial.TopList{Counter: "view", Window: window, Floor: floor, Items: items}
+}
+
+func item(id string, count, errBound int64) partial.TopItem {
+	return partial.TopItem{ContentID: id, Count: count, Error: errBound}
+}
+
+func ti(id string, count, errBound int64) store.TrendingItem {
+	return store.TrendingItem{ContentID: id, Count: count, Error: errBound}
+}
+
+func sum(id string, d int64) partial.Sum {
+	return partial.Sum{ContentID: id, Counter: "view", Delta: d}
+}
+
+func wantItems(t *testing.T, what string, got, want []store.TrendingItem) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s = %v\nwant %v", what, got, want)
+	}
+}
+
+// TestTrendingMergesLists: the lists of two agents of a region add up,
+// each agent's floor bounding the items it does not name, and the regions
+// add up into the global list.
+func TestTrendingMergesLists(t *testing.T) {
+	g := newTrendRig(t, 1)
+	g.send("us-1", 1, "us", minuteM, []partial.Sum{sum("x", 3)}, list("5m", 5, item("x", 100, 10), item("y", 50, 0)))
+	g.send("us-2", 1, "us", minuteM, nil, list("5m", 3, item("x", 30, 0), item("z", 20, 2)))
+	g.send("eu-1", 1, "eu", minuteM, nil, list("5m", 0, item("y", 70, 0), item("z", 60, 0)))
+
+	us, asOf := g.rows("us", "view", "5m")
+	wantItems(t, "us", us, []store.TrendingItem{ti("x", 130, 10), ti("y", 53, 3), ti("z", 25, 7)})
+	if !asOf.Equal(minuteM) {
+		t.Errorf("as of %v, want the newest flush %v", asOf, minuteM)
+	}
+	eu, _ := g.rows("eu", "view", "5m")
+	wantItems(t, "eu", eu, []store.TrendingItem{ti("y", 70, 0), ti("z", 60, 0)})
+	global, _ := g.rows("global", "view", "5m")
+	wantItems(t, "global", global, []store.TrendingItem{ti("x", 130, 10), ti("y", 123, 3), ti("z", 85, 7)})
+	if other, _ := g.rows("global", "view", "1h"); len(other) != 0 {
+		t.Errorf("1h list without 1h lists: %v", other)
+	}
+
+	// A newer list of an agent replaces its older one.
+	g.send("us-2", 1, "us", minuteM.Add(time.Second), nil, list("5m", 3, item("x", 31, 0), item("z", 20, 2)))
+	us, _ = g.rows("us", "view", "5m")
+	wantItems(t, "us after a newer list", us, []store.TrendingItem{ti("x", 131, 10), ti("y", 53, 3), ti("z", 25, 7)})
+	// A restarted agent (new epoch) adds to what its last run listed.
+	g.send("us-2", 2, "us", minuteM.Add(2*time.Second), nil, list("5m", 0, item("x", 1, 0)))
+	us, _ = g.rows("us", "view", "5m")
+	wantItems(t, "us after a restart", us, []store.TrendingItem{ti("x", 132, 10), ti("y", 53, 3), ti("z", 25, 7)})
+	// An empty list says the agent has nothing any more.
+	g.send("us-2", 1, "us", minuteM.Add(3*time.Second), nil, list("5m", 0))
+	us, _ = g.rows("us", "view", "5m")
+	wantItems(t, "us after an empty list", us, []store.TrendingItem{ti("x", 101, 10), ti("y", 50, 0)})
+}
+
+// TestTrendingAgesLists: a list from an earlier minute than the newest
+// flush bounds counts from above only (its window has moved since), and is
+// dropped once the window is past it; its items' rows then go empty.
+func TestTrendingAgesLists(t *testing.T) {
+	g := newTrendRig(t, 1)
+	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 100, 10)), list("1h", 0, item("x", 100, 10)))
+	g.send("us-2", 1, "us", minuteM, nil, list("5m", 2, item("x", 40, 0)), list("1h", 2, item("x", 40, 0)))
+	// us-1 lists again in the next minute; us-2 has not yet.
+	g.send("us-1", 1, "us", minute(1), nil, list("5m", 0, item("x", 100, 10)), list("1h", 0, item("x", 100, 10)))
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "5m, one list a minute old", us, []store.TrendingItem{ti("x", 140, 50)})
+
+	// Five minutes on, us-2's list (minute 0) is out of every 5m window,
+	// and the rollup has counted x exactly since minute 1: no sum, so x is
+	// not trending over 5m any more (a count of 0 is not listed).
+	g.send("us-1", 1, "us", minute(5), nil, list("5m", 0, item("w", 100, 10)), list("1h", 0, item("x", 100, 10), item("w", 100, 10)))
+	us, _ = g.rows("us", "view", "5m")
+	wantItems(t, "5m, one list past the window", us, []store.TrendingItem{ti("w", 100, 10)})
+	us, _ = g.rows("us", "view", "1h")
+	wantItems(t, "1h, one list a few minutes old", us, []store.TrendingItem{ti("x", 140, 50), ti("w", 102, 12)})
+
+	// A day on, with no list since, nothing is left: the rows go empty.
+	g.send("eu-1", 1, "eu", minute(25*60), nil, list("5m", 0, item("e", 1, 0)))
+	for _, w := range []string{"5m", "1h"} {
+		if us, _ = g.rows("us", "view", w); len(us) != 0 {
+			t.Errorf("us %s a day later = %v, want empty", w, us)
+		}
+	}
+	global, _ := g.rows("global", "view", "5m")
+	wantItems(t, "global a day later", global, []store.TrendingItem{ti("e", 1, 0)})
+}
+
+// TestTrendingExactCounts: once an item is listed, the rollup counts its
+// sums exactly; from the minute after, that count bounds it from below,
+// and once it covers the whole window it is the count (error 0), whatever
+// error the agents' lists carry. A redelivered message counts once.
+func TestTrendingExactCounts(t *testing.T) {
+	g := newTrendRig(t, 1)
+	// Listed at minute 0: counted exactly from minute 1 on.
+	g.send("us-1", 1, "us", minuteM, []partial.Sum{sum("x", 1000)}, list("5m", 50, item("x", 1000, 1000)))
+	var exact int64
+	for k := 1; k <= 6; k++ {
+		seq := g.send("us-1", 1, "us", minute(k), []partial.Sum{sum("x", int64(k)), sum("other", 7)},
+			list("5m", 50, item("x", 1000, 1000)))
+		if k >= 2 {
+			exact += int64(k) // minutes 2..6 are the 5m window at minute 6
+		}
+		if k == 3 {
+			// Redelivered (the ack was lost): already counted.
+			b := &partial.Batch{Agent: "us-1", Region: "us", Epoch: 1, Seq: seq, FlushedAt: minute(k),
+				Sums: []partial.Sum{{ContentID: "x", Counter: "view", Region: "us", Delta: 3}}}
+			if err := g.r.Apply(context.Background(), seq, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if k == 4 {
+			us, _ := g.rows("us", "view", "5m")
+			// Minutes 1..4 counted, the window starts at minute 0: a lower bound.
+			wantItems(t, "5m at minute 4", us, []store.TrendingItem{ti("x", 1000, 1000-(1+2+3+4))})
+			if s := g.r.TrendingStats(); s.Candidates.Load() != 1 {
+				t.Errorf("candidates = %d, want 1", s.Candidates.Load())
+			}
+		}
+	}
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "5m at minute 6", us, []store.TrendingItem{ti("x", exact, 0)})
+	global, _ := g.rows("global", "view", "5m")
+	wantItems(t, "global 5m at minute 6", global, []store.TrendingItem{ti("x", exact, 0)})
+	// No 1h list, and the exact count does not cover an hour: no 1h list.
+	us, _ = g.rows("us", "view", "1h")
+	if len(us) != 0 {
+		t.Errorf("1h without 1h lists = %v", us)
+	}
+	if got := g.r.TrendingStats().Redelivered.Load(); got != 1 {
+		t.Errorf("redelivered = %d, want 1", got)
+	}
+}
+
+// TestTrendingDropsStrays: items of another partition and lists of an
+// unknown window are dropped and counted.
+func TestTrendingDropsStrays(t *testing.T) {
+	g := newTrendRig(t, 2)
+	var in0, in1 string
+	for i := 0; in0 == "" || in1 == ""; i++ {
+		id := fmt.Sprint("id-", i)
+		if partial.PartitionOf(id, 2) == 0 {
+			in0 = id
+		} else {
+			in1 = id
+		}
+	}
+	g.send("us-1", 1, "us", minuteM, nil,
+		list("5m", 0, item(in0, 10, 0), item(in1, 20, 0)),
+		partial.TopList{Counter: "view", Window: "10m", Items: []partial.TopItem{item(in0, 1, 0)}})
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "us", us, []store.TrendingItem{ti(in0, 10, 0)})
+	s := g.r.TrendingStats()
+	if s.BadItems.Load() != 1 || s.BadLists.Load() != 1 || s.Lists.Load() != 1 {
+		t.Errorf("bad items %d, bad lists %d, lists %d; want 1, 1, 1", s.BadItems.Load(), s.BadLists.Load(), s.Lists.Load())
+	}
+}
+
+// TestTrendingWritesEveryInterval: the partition's writer stores its lists
+// by itself once Interval has passed since its last write.
+func TestTrendingWritesEveryInterval(t *testing.T) {
+	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := minuteM.Add(-2 * time.Minute)
+	r := rollup.New(st, func() time.Time { return now }, nil)
+	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: 10 * time.Second}, st); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	send := func(seq uint64, count int64) {
+		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: now, Tops: []partial.TopList{list("5m", 0, item("x", count, 0))}}
+		if err := r.Handle(ctx, seq, partial.Append(nil, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []store.TrendingItem {
+		tr, _, err := st.GetTrending(ctx, store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Items
+	}
+	send(1, 5) // the first message writes at once
+	wantItems(t, "after the first message", read(), []store.TrendingItem{ti("x", 5, 0)})
+	now = now.Add(9 * time.Second)
+	send(2, 6)
+	wantItems(t, "within the interval", read(), []store.TrendingItem{ti("x", 5, 0)})
+	now = now.Add(time.Second)
+	send(3, 7)
+	wantItems(t, "after the interval", read(), []store.TrendingItem{ti("x", 7, 0)})
+	if got := r.TrendingStats().RowsWritten.Load(); got != 4 { // us and global, twice
+		t.Errorf("rows written = %d, want 4", got)
+	}
+}
+
+// TestTrendingRestartDelaysExact: a rollup that starts after flushes a
+// previous process may have counted does not claim exact counts for them:
+// it counts exactly only from a minute after its start (plus clock skew),
+// and answers from the agents' lists until then.
+func TestTrendingRestartDelaysExact(t *testing.T) {
+	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := rollup.New(st, func() time.Time { return minute(3) }, nil) // started at minute 3
+	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, st); err != nil {
+		t.Fatal(err)
+	}
+	g := &trendRig{t: t, r: r, st: st}
+	// The backlog: listed at minute 0, sums every minute.
+	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 100, 100)))
+	for k := 1; k <= 9; k++ {
+		g.send("us-1", 1, "us", minute(k), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
+	}
+	// Exact from minute 5 (start 3 + 1 of skew, then the next minute):
+	// minutes 5..9 are the 5m window at minute 9.
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "5m at minute 9", us, []store.TrendingItem{ti("x", 5, 0)})
+	// At minute 8 it was not covered yet: only a lower bound.
+	g2 := newTrendRig(t, 1)
+	g2.r = rollup.New(g2.st, func() time.Time { return minute(3) }, nil)
+	if err := g2.r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, g2.st); err != nil {
+		t.Fatal(err)
+	}
+	g2.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 100, 100)))
+	for k := 1; k <= 8; k++ {
+		g2.send("us-1", 1, "us", minute(k), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
+	}
+	us, _ = g2.rows("us", "view", "5m")
+	wantItems(t, "5m at minute 8", us, []store.TrendingItem{ti("x", 100, 100-4)})
+}
+
+// TestForgetTrending: a partition handed over and back starts afresh: its
+// exact counts do not claim the minutes another owner applied.
+func TestForgetTrending(t *testing.T) {
+	g := newTrendRig(t, 1)
+	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 100, 100)))
+	for k := 1; k <= 6; k++ {
+		g.send("us-1", 1, "us", minute(k), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
+	}
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "before the handover", us, []store.TrendingItem{ti("x", 5, 0)})
+	g.r.ForgetTrending(0)
+	if got := g.r.TrendingStats().Candidates.Load(); got != 0 {
+		t.Errorf("candidates after ForgetTrending = %d, want 0", got)
+	}
+	// Another rollup applied minutes 7 and 8; p comes back at minute 9.
+	g.send("us-1", 1, "us", minute(9), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
+	us, _ = g.rows("us", "view", "5m")
+	wantItems(t, "after the handover", us, []store.TrendingItem{ti("x", 100, 100)})
+}

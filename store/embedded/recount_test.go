@@ -1,0 +1,27 @@
+package embedded
+
+import (
+	"testing"
+	"time"
+
+	"github.com/edgecount/edgecount/store"
+)
+
+// TestDeletesCounted checks that Counters().Deletes counts the undos that
+// applied, once each, and not the refused ones.
+func TestDeletesCounted(t *testing.T) {
+	s := openTemp(t)
+	r := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "us", Version: 1, Incarnation: 3, UpdatedAt: time.Now()}
+	if ok, err := s.InsertReaction(t.Context(), r); err != nil || !ok {
+		t.Fatalf("InsertReaction = %v, %v", ok, err)
+	}
+	for i, wantApplied := range []bool{true, false} {
+		ok, err := s.DeleteReaction(t.Context(), r)
+		if err != nil || ok != wantApplied {
+			t.Fatalf("DeleteReaction #%d = %v, %v; want %v", i+1, ok, err, wantApplied)
+		}
+		if got := s.Counters().Deletes.Load(); got != 1 {
+			t.Fatalf("after delete #%d Deletes = %d; want 1", i+1, got)
+		}
+	}
+}
