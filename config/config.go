@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
@@ -40,6 +41,7 @@ type Config struct {
 	Redis     Redis     `yaml:"redis"`
 	Cassandra Cassandra `yaml:"cassandra"`
 	Trending  Trending  `yaml:"trending"`
+	Gossip    Gossip    `yaml:"gossip"`
 }
 
 // Agent configures an edge agent.
@@ -67,11 +69,37 @@ type Rollup struct {
 	HTTP string `yaml:"http"`
 	// Data is the embedded store's directory when no Cassandra is set.
 	Data string `yaml:"data"`
-	// Owned lists the partitions this process consumes; empty means all.
+	// Owned lists the partitions this process consumes. Empty means the
+	// process shares all partitions with the other rollups of the system
+	// (natsjs.GroupConsumer: one pinned writer per partition).
 	Owned []int `yaml:"owned"`
 	// Recount configures the recount job (also run by a standalone agent's
 	// in-process rollup).
 	Recount Recount `yaml:"recount"`
+	// MemberID names this rollup among those sharing the partitions
+	// (default <hostname>-<random>); MemberTTL is how long a silent member
+	// keeps its partitions (default 5s).
+	MemberID  string        `yaml:"member_id"`
+	MemberTTL time.Duration `yaml:"member_ttl"`
+}
+
+// Gossip configures an agent's membership in its region's gossip cluster
+// (package gossip). An empty Bind turns gossip off: the agent then answers
+// its region's trending from the rollup's stored lists.
+type Gossip struct {
+	// Bind is the host:port gossip listens on (UDP and TCP).
+	Bind string `yaml:"bind"`
+	// Advertise is the host:port peers dial, when not Bind.
+	Advertise string `yaml:"advertise"`
+	// Seeds are host:port addresses of the region's agents.
+	Seeds []string `yaml:"seeds"`
+	// KeyFile holds the gossip keys: one base64 key per line, the first
+	// encrypts (see README, "Gossip keys").
+	KeyFile string `yaml:"key_file"`
+	// AllowPlaintext permits gossip without a key file (tests only).
+	AllowPlaintext bool `yaml:"allow_plaintext"`
+	// Profile picks memberlist's timings: lan (default), wan, local, fast.
+	Profile string `yaml:"profile"`
 }
 
 // Recount configures the recount job that repairs totals from the
@@ -258,6 +286,16 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	num("EDGECOUNT_RECOUNT_BATCH", &c.Rollup.Recount.Batch)
 	str("EDGECOUNT_NATS_URL", &c.NATS.URL)
 	str("EDGECOUNT_NATS_CREDS", &c.NATS.CredsFile)
+	str("EDGECOUNT_NATS_STREAM", &c.NATS.Stream)
+	str("EDGECOUNT_NATS_SUBJECT_PREFIX", &c.NATS.SubjectPrefix)
+	str("EDGECOUNT_NATS_DURABLE", &c.NATS.Durable)
+	str("EDGECOUNT_ROLLUP_MEMBER_ID", &c.Rollup.MemberID)
+	dur("EDGECOUNT_ROLLUP_MEMBER_TTL", &c.Rollup.MemberTTL)
+	str("EDGECOUNT_GOSSIP_BIND", &c.Gossip.Bind)
+	str("EDGECOUNT_GOSSIP_ADVERTISE", &c.Gossip.Advertise)
+	list("EDGECOUNT_GOSSIP_SEEDS", &c.Gossip.Seeds)
+	str("EDGECOUNT_GOSSIP_KEY_FILE", &c.Gossip.KeyFile)
+	str("EDGECOUNT_GOSSIP_PROFILE", &c.Gossip.Profile)
 	str("EDGECOUNT_REDIS_ADDR", &c.Redis.Addr)
 	str("EDGECOUNT_REDIS_PASSWORD", &c.Redis.Password)
 	list("EDGECOUNT_CASSANDRA_HOSTS", &c.Cassandra.Hosts)
@@ -334,6 +372,18 @@ func (c Config) validate(role Role) error {
 		if err := c.AgentConfig().Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("agent: %w", err))
 		}
+		if c.Gossip.Bind != "" {
+			if c.Standalone() {
+				errs = append(errs, errors.New("gossip.bind: gossip joins a region's agents; a standalone agent has none"))
+			}
+			gc, err := c.GossipConfig("")
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if err := gc.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("gossip: %w", err))
+			}
+		}
 	case RoleRollup:
 		addr("rollup.http", c.Rollup.HTTP)
 		if c.NATS.URL == "" {
@@ -349,6 +399,11 @@ func (c Config) validate(role Role) error {
 		}
 		if len(c.Cassandra.Hosts) == 0 && c.Rollup.Data == "" {
 			errs = append(errs, errors.New("rollup.data: must not be empty without Cassandra"))
+		}
+		if len(c.Rollup.Owned) == 0 {
+			if err := c.GroupConfig(nil).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("rollup: %w", err))
+			}
 		}
 	}
 	if role == RoleRollup || c.Standalone() {
@@ -461,6 +516,46 @@ func (c Config) RecountConfig() rollup.RecountConfig {
 		}
 	}
 	return rc
+}
+
+// GroupConfig returns the configuration of a rollup that shares the
+// partitions with the other rollups (rollup.owned empty).
+func (c Config) GroupConfig(logger *slog.Logger) natsjs.GroupConfig {
+	gc := natsjs.DefaultGroupConfig()
+	gc.Consumer = c.ConsumerConfig(logger)
+	gc.MemberID = c.Rollup.MemberID
+	if c.Rollup.MemberTTL > 0 {
+		gc.MemberTTL = c.Rollup.MemberTTL
+	}
+	return gc
+}
+
+// GossipConfig returns the agent's gossip configuration (version is the
+// build version told to peers).
+func (c Config) GossipConfig(version string) (gossip.Config, error) {
+	gc := gossip.DefaultConfig(c.Region, c.Agent.ID)
+	gc.HTTPAddr, gc.Version = c.Agent.HTTP, version
+	var errs []error
+	hostPort := func(name, v string, host *string, port *int) {
+		h, p, err := net.SplitHostPort(v)
+		if err == nil {
+			*port, err = strconv.Atoi(p)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, v))
+			return
+		}
+		*host = h
+	}
+	hostPort("gossip.bind", c.Gossip.Bind, &gc.BindAddr, &gc.BindPort)
+	if c.Gossip.Advertise != "" {
+		hostPort("gossip.advertise", c.Gossip.Advertise, &gc.AdvertiseAddr, &gc.AdvertisePort)
+	}
+	gc.Seeds, gc.KeyFile, gc.AllowPlaintext = c.Gossip.Seeds, c.Gossip.KeyFile, c.Gossip.AllowPlaintext
+	if c.Gossip.Profile != "" {
+		gc.Profile = gossip.Profile(c.Gossip.Profile)
+	}
+	return gc, errors.Join(errs...)
 }
 
 // defaultQuiet is the recount's quiet period when none is configured: the

@@ -74,6 +74,9 @@ func TestBadFixtures(t *testing.T) {
 		{"bad-mixed.yaml", RoleAgent, []string{"needs an external NATS"}},
 		{"bad-mixed.yaml", RoleRollup, []string{"the rollup needs an external NATS"}},
 		{"missing.yaml", RoleAgent, []string{"cannot read config"}},
+		{"bad-gossip.yaml", RoleAgent, []string{`gossip.bind "7946"`, "turbo", "key file"}},
+		{"bad-gossip.yaml", RoleRollup, []string{"rollup:", "bad id!"}},
+		{"bad-gossip-standalone.yaml", RoleAgent, []string{"gossip.bind: gossip joins a region's agents"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -91,6 +94,41 @@ func TestBadFixtures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGossipAndGroup: the gossip section and the rollup's group settings
+// reach the configurations of gossip.Node and natsjs.GroupConsumer, and a
+// key file is required unless plain text is allowed.
+func TestGossipAndGroup(t *testing.T) {
+	c := Default()
+	if err := c.LoadFile("testdata/good.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	err := c.ApplyEnv(env(map[string]string{
+		"EDGECOUNT_GOSSIP_BIND": "127.0.0.1:7946", "EDGECOUNT_GOSSIP_SEEDS": "127.0.0.1:7947,127.0.0.1:7948",
+		"EDGECOUNT_GOSSIP_PROFILE": "local", "EDGECOUNT_ROLLUP_MEMBER_ID": "r1", "EDGECOUNT_ROLLUP_MEMBER_TTL": "2s",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(RoleAgent); err == nil || !strings.Contains(err.Error(), "gossip") {
+		t.Fatalf("gossip without a key file: error %v; want one naming gossip", err)
+	}
+	c.Gossip.KeyFile = "/etc/edgecount/gossip.key"
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := c.GossipConfig("v1")
+	if err != nil || gc.BindAddr != "127.0.0.1" || gc.BindPort != 7946 || len(gc.Seeds) != 2 || gc.Profile != "local" ||
+		gc.Region != "eu-west" || gc.AgentID != "eu-west-a1" || gc.KeyFile != "/etc/edgecount/gossip.key" {
+		t.Fatalf("gossip config = %+v, %v", gc, err)
+	}
+	if err := c.Finish(RoleRollup); err != nil {
+		t.Fatal(err)
+	}
+	if g := c.GroupConfig(nil); g.MemberID != "r1" || g.MemberTTL != 2*time.Second {
+		t.Fatalf("group config = %+v", g)
 	}
 }
 

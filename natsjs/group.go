@@ -65,6 +65,12 @@ type GroupConfig struct {
 	// <stream name>_MEMBERS). Its MaxAge is MemberTTL, so every group
 	// sharing it must use the same MemberTTL.
 	MembersStream string
+	// OnRelease, if set, is called when this member stops holding a
+	// partition it held: it handed the pin back, the broker moved it, or
+	// it came back under a new pin (so another member may have held it
+	// meanwhile). State kept per partition must be dropped then. It runs
+	// on the partition's goroutine and must not block.
+	OnRelease func(partition uint32)
 }
 
 // DefaultGroupConfig returns the default group configuration. FenceMargin
@@ -507,6 +513,8 @@ func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) {
 	}
 	if old == "" {
 		g.pinned.Add(1)
+	} else {
+		g.released1(p)
 	}
 	g.acquired.Add(1)
 	log.Info("partition pinned to this member", "pin", id)
@@ -523,7 +531,15 @@ func (g *GroupConsumer) losePin(p uint32, log *slog.Logger) {
 	}
 	g.pinned.Add(-1)
 	g.lost.Add(1)
+	g.released1(p)
 	log.Warn("partition pin moved away (no pull for the pinned ttl)", "pin", old)
+}
+
+// released1 tells the OnRelease hook that p is no longer held.
+func (g *GroupConsumer) released1(p uint32) {
+	if g.cfg.OnRelease != nil {
+		g.cfg.OnRelease(p)
+	}
 }
 
 // release hands the pin of p back to the broker, so that the member the
@@ -538,6 +554,7 @@ func (g *GroupConsumer) release(ctx context.Context, p uint32, st jetstream.Stre
 		return
 	}
 	g.pinned.Add(-1)
+	g.released1(p)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.releaseTimeout())
 	defer cancel()
 	if err := st.UnpinConsumer(rctx, g.Name(p), g.cfg.Group); err != nil {

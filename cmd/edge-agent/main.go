@@ -40,7 +40,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on http://%s data=%s\n", cfg.Region, n.Addr(), cfg.Agent.Data)
+	if cfg.Standalone() {
+		fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on http://%s data=%s\n", cfg.Region, n.Addr(), cfg.Agent.Data)
+	} else {
+		fmt.Fprintf(stdout, "edgecount edge-agent region=%s agent=%s listening on http://%s\n", cfg.Region, cfg.Agent.ID, n.Addr())
+	}
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping", "cause", context.Cause(ctx))

@@ -20,6 +20,7 @@ import (
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
+	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
@@ -34,7 +35,7 @@ import (
 type agentStore interface {
 	region.ReactionStore
 	region.StatsReader
-	rollup.StatsStore
+	rollup.RecountStore
 	rollup.TrendingStore
 	region.TrendingReader
 	Ping(ctx context.Context) error
@@ -54,12 +55,15 @@ type node struct {
 	consumer  *natsjs.Consumer // standalone only
 	parts     []uint32
 	rollup    *rollup.Rollup      // standalone only
+	recount   *rollup.Recounter   // standalone only
 	directory *redisdir.Directory // with Redis only
+	gossip    *gossip.Node        // with gossip.bind only
 	agent     *region.Agent
 	httpSrv   *http.Server
 	ln        net.Listener
 
 	stopRollup context.CancelFunc
+	stopShare  context.CancelFunc
 	wg         sync.WaitGroup
 	failed     chan error
 }
@@ -79,15 +83,18 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var ru *rollup.Rollup
+	var regs []error
 
 	if cfg.Standalone() {
 		if err := os.MkdirAll(cfg.Agent.Data, 0o750); err != nil {
 			return nil, fmt.Errorf("cannot create data directory: %w", err)
 		}
-		n.store, err = embedded.Open(embedded.Config{Path: filepath.Join(cfg.Agent.Data, "edgecount.db"), Timeout: 5 * time.Second})
+		es, err := embedded.Open(embedded.Config{Path: filepath.Join(cfg.Agent.Data, "edgecount.db"), Timeout: 5 * time.Second})
 		if err != nil {
 			return nil, err
 		}
+		n.store = es
+		regs = append(regs, metrics.RegisterStoreDeletes(reg, &es.Counters().Deletes))
 		scfg := natsjs.DefaultServerConfig(filepath.Join(cfg.Agent.Data, "nats"))
 		scfg.Port = 0
 		if cfg.Agent.NATSListen != "" {
@@ -103,9 +110,12 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 			return nil, err
 		}
 	} else {
-		if n.store, err = cassandra.Open(ctx, cfg.CassandraConfig()); err != nil {
+		cs, err := cassandra.Open(ctx, cfg.CassandraConfig())
+		if err != nil {
 			return nil, err
 		}
+		n.store = cs
+		regs = append(regs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
 		if n.bus, err = natsjs.Dial(cfg.ConnConfig("edge-agent-"+cfg.Agent.ID), logger); err != nil {
 			return nil, err
 		}
@@ -121,17 +131,30 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 			return nil, err
 		}
 		n.rollup = ru
+		// Every message is applied through the recounter, which keeps its
+		// repairs out of the way of the apply (see rollup/doc.go).
+		rcfg := cfg.RecountConfig()
+		rcfg.Owned = nil
+		if n.recount, err = rollup.NewRecounter(ru, n.store, rcfg, logger); err != nil {
+			return nil, err
+		}
 		n.consumer = n.bus.Consumer(cfg.ConsumerConfig(logger))
 		for p := 0; p < cfg.Partitions; p++ {
 			n.parts = append(n.parts, uint32(p))
 		}
 		rctx, rcancel := context.WithCancel(context.Background())
 		n.stopRollup = rcancel
-		n.wg.Add(1)
+		n.wg.Add(2)
 		go func() {
 			defer n.wg.Done()
-			if err := n.consumer.Run(rctx, n.parts, rollupHandler(ru)); err != nil {
+			if err := n.consumer.Run(rctx, n.parts, rollupHandler(n.recount)); err != nil {
 				n.failed <- fmt.Errorf("rollup consumer: %w", err)
+			}
+		}()
+		go func() {
+			defer n.wg.Done()
+			if err := n.recount.Run(rctx); err != nil {
+				logger.Warn("recount stopped with an error", "err", err)
 			}
 		}()
 	}
@@ -171,9 +194,31 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	}
 	n.agent.Start()
 
-	regs := []error{metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent)}
+	n.ln, err = net.Listen("tcp", cfg.Agent.HTTP)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Agent.HTTP, err)
+	}
+	if cfg.Gossip.Bind != "" {
+		// The region's agents share their trending summaries; the agent
+		// answers its own region's trending from its own and its peers'.
+		if n.gossip, err = startGossip(ctx, cfg, n.Addr(), logger); err != nil {
+			return nil, err
+		}
+		n.agent.SetPeers(gossipPeers{n.gossip})
+		sctx, scancel := context.WithCancel(context.Background())
+		n.stopShare = scancel
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			shareSummaries(sctx, n.gossip, n.agent, max(cfg.Agent.FlushInterval, time.Second), logger)
+		}()
+		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
+	}
+
+	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent))
 	if ru != nil {
-		regs = append(regs, metrics.RegisterRollup(reg, ru), metrics.RegisterRollupTrending(reg, ru), metrics.RegisterConsumer(reg, n.consumer))
+		regs = append(regs, metrics.RegisterRollup(reg, ru), metrics.RegisterRollupTrending(reg, ru),
+			metrics.RegisterConsumer(reg, n.consumer), metrics.RegisterRecount(reg, n.recount))
 	}
 	if n.directory != nil {
 		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
@@ -186,12 +231,23 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.ln, err = net.Listen("tcp", cfg.Agent.HTTP)
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Agent.HTTP, err)
+	mux := http.NewServeMux()
+	mux.Handle("/", handler)
+	if n.gossip != nil {
+		mux.Handle("GET /v1/cluster", n.gossip.ClusterHandler())
+	} else {
+		mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintln(w, `{"error":"this agent runs no gossip (set gossip.bind)"}`)
+		})
+	}
+	if n.recount != nil {
+		// The in-process rollup's admin routes (keep the address private).
+		mux.Handle("/admin/", httpapi.NewAdmin(n.recount, logger))
 	}
 	n.httpSrv = &http.Server{
-		Handler:           handler,
+		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -215,7 +271,7 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 
 // rollupHandler adapts the rollup to the consumer: a message that can
 // never be applied is dropped (terminated), anything else is retried.
-func rollupHandler(ru *rollup.Rollup) natsjs.Handler {
+func rollupHandler(ru *rollup.Recounter) natsjs.Handler {
 	return func(ctx context.Context, seq uint64, data []byte) error {
 		err := ru.Handle(ctx, seq, data)
 		if errors.Is(err, rollup.ErrPoison) {
@@ -241,6 +297,15 @@ func (n *node) Shutdown(ctx context.Context) error {
 	}
 	if err := n.agent.Stop(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if n.gossip != nil {
+		// After the final flush: peers drop this agent's summaries now.
+		n.stopShare()
+		if err := n.gossip.Leave(5 * time.Second); err != nil {
+			// Peers then see a failure instead of a leave; nothing is
+			// lost (the flush is done), so this does not fail the stop.
+			n.logger.Warn("cannot leave the gossip cluster cleanly", "err", err)
+		}
 	}
 	if n.consumer != nil {
 		if err := n.waitApplied(ctx); err != nil {
@@ -282,7 +347,15 @@ func (n *node) close() {
 	if n.stopRollup != nil {
 		n.stopRollup()
 	}
+	if n.stopShare != nil {
+		n.stopShare()
+	}
 	n.wg.Wait()
+	if n.gossip != nil {
+		if err := n.gossip.Close(); err != nil {
+			n.logger.Warn("cannot close gossip", "err", err)
+		}
+	}
 	if n.directory != nil {
 		if err := n.directory.Close(); err != nil {
 			n.logger.Warn("cannot close directory", "err", err)

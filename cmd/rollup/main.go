@@ -105,6 +105,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 // rollupStore is what the rollup process needs of a store.
 type rollupStore interface {
 	rollup.RecountStore
+	rollup.TrendingStore
 	Ping(ctx context.Context) error
 	Close() error
 }
@@ -150,20 +151,50 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ru := rollup.New(st, nil, logger)
+	if err := ru.EnableTrending(cfg.RollupTrendingConfig(), st); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metricErrs := []error{metrics.RegisterRollup(reg, ru), metrics.RegisterRollupTrending(reg, ru)}
+	if cs, ok := st.(*cassandra.Store); ok {
+		metricErrs = append(metricErrs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
+	}
+
 	// Every message is applied through the recounter, which keeps its
 	// repairs out of the way of the apply (see rollup/doc.go).
 	rcfg := cfg.RecountConfig()
-	rcfg.Owned = owned
+	var (
+		consume func(ctx context.Context, h natsjs.Handler) error
+		group   *natsjs.GroupConsumer
+	)
+	if len(cfg.Rollup.Owned) == 0 {
+		// Shared partitions: each is pinned to one rollup at a time. The
+		// recount repairs the partitions the membership assigns to this
+		// rollup (pinned or idle; a repair also needs the item's rows
+		// unchanged for the quiet period, which a handover in progress
+		// breaks), and trending state of a partition that moves away is
+		// dropped.
+		gcfg := cfg.GroupConfig(logger)
+		gcfg.OnRelease = ru.ForgetTrending
+		group = bus.GroupConsumer(gcfg)
+		rcfg.Owned = nil
+		rcfg.Owns = func(p uint32) bool { return slices.Contains(group.Assigned(), p) }
+		metricErrs = append(metricErrs, metrics.RegisterGroupConsumer(reg, group))
+		consume = group.Run
+		owned = nil
+	} else {
+		consumer := bus.Consumer(cfg.ConsumerConfig(logger))
+		rcfg.Owned = owned
+		metricErrs = append(metricErrs, metrics.RegisterConsumer(reg, consumer))
+		consume = func(ctx context.Context, h natsjs.Handler) error { return consumer.Run(ctx, owned, h) }
+	}
 	rc, err := rollup.NewRecounter(ru, st, rcfg, logger)
 	if err != nil {
 		return err
 	}
-	consumer := bus.Consumer(cfg.ConsumerConfig(logger))
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := errors.Join(metrics.RegisterRollup(reg, ru), metrics.RegisterConsumer(reg, consumer),
-		metrics.RegisterRecount(reg, rc)); err != nil {
+	metricErrs = append(metricErrs, metrics.RegisterRecount(reg, rc))
+	if err := errors.Join(metricErrs...); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
@@ -188,7 +219,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
-	fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS.URL, owned)
+	if group != nil {
+		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s member=%s sharing %d partitions (handover within %v)\n",
+			ln.Addr(), cfg.NATS.URL, group.MemberID(), cfg.Partitions, group.Config().HandoverBound())
+	} else {
+		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS.URL, owned)
+	}
 
 	// The recount job runs beside the consumer and stops with it.
 	rctx, stopRecount := context.WithCancel(ctx)
@@ -196,7 +232,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { recountDone <- rc.Run(rctx) }()
 	// The consumer runs until ctx ends; a message being applied when the
 	// signal arrives is finished or left unacknowledged for redelivery.
-	runErr := consumer.Run(ctx, owned, func(ctx context.Context, seq uint64, data []byte) error {
+	runErr := consume(ctx, func(ctx context.Context, seq uint64, data []byte) error {
 		err := rc.Handle(ctx, seq, data)
 		if errors.Is(err, rollup.ErrPoison) {
 			return natsjs.Permanent(err)
@@ -204,6 +240,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	})
 	stopRecount()
+	// The last trending lists of the partitions applied since the last
+	// periodic write.
+	tctx, cancelT := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := ru.WriteTrending(tctx); err != nil {
+		logger.Warn("cannot write the last trending lists", "err", err)
+	}
+	cancelT()
 	if err := <-recountDone; err != nil {
 		logger.Warn("recount stopped with an error", "err", err)
 	}

@@ -168,6 +168,14 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
 	}
 	groups := groupByItem(rows)
 	ts := s.writeTimestamp()
+	// A writer whose deadline (a partition lease) passed before its write
+	// timestamp was taken must not write: its rows would carry a timestamp
+	// after the lease and could beat the next owner's. Taken before the
+	// deadline, the timestamp loses to every write of the next owner
+	// (clocks within the lease's fence margin).
+	if dl, ok := ctx.Deadline(); ok && ts >= dl.UnixMicro() {
+		return fmt.Errorf("cannot %s: %w", op, context.DeadlineExceeded)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fanOut)
 	for _, group := range groups {

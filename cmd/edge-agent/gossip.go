@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/edgecount/edgecount/config"
+	"github.com/edgecount/edgecount/gossip"
+	"github.com/edgecount/edgecount/region"
+)
+
+// buildVersion is the module version of this binary, told to gossip peers.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+// startGossip joins the region's gossip cluster. Seeds that cannot be
+// reached yet are not an error: the node keeps trying while it is alone.
+func startGossip(ctx context.Context, cfg config.Config, httpAddr string, logger *slog.Logger) (*gossip.Node, error) {
+	gc, err := cfg.GossipConfig(buildVersion())
+	if err != nil {
+		return nil, err
+	}
+	gc.HTTPAddr = httpAddr
+	g, err := gossip.New(gc, logger.With("component", "gossip"))
+	if err != nil {
+		return nil, err
+	}
+	if len(gc.Seeds) > 0 {
+		if _, err := g.Join(ctx, gc.Seeds); err != nil {
+			logger.Warn("gossip seeds not reachable yet; retrying while alone", "seeds", gc.Seeds, "err", err)
+		}
+	}
+	return g, nil
+}
+
+// gossipPeers gives the agent its region peers' trending summaries, as
+// broadcast by shareSummaries.
+type gossipPeers struct{ g *gossip.Node }
+
+func (p gossipPeers) PeerSummaries(key string) []region.PeerSummary {
+	vs := p.g.Peers(key)
+	out := make([]region.PeerSummary, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, region.PeerSummary{Agent: v.AgentID, AsOf: v.Published, Data: v.Data})
+	}
+	return out
+}
+
+// shareSummaries broadcasts the agent's trending summaries every interval
+// and reloads the gossip keys on SIGHUP, until ctx ends.
+func shareSummaries(ctx context.Context, g *gossip.Node, a *region.Agent, every time.Duration, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := g.ReloadKeys(); err != nil {
+				logger.Error("gossip key reload failed; keys unchanged", "err", err)
+			} else {
+				logger.Info("gossip keys reloaded", "fingerprints", g.KeyFingerprints())
+			}
+		case <-t.C:
+			for _, s := range a.TrendingSummaries() {
+				if err := g.Publish(s.Key, s.Data); err != nil {
+					logger.Warn("cannot broadcast trending summary", "key", s.Key, "err", err)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// endpoints is deploy/regions/.local/endpoints.json.
+type endpoints struct {
+	Regions map[string][]string `json:"regions"`
+	Rollups []string            `json:"rollups"`
+	NATS    string              `json:"nats"`
+}
+
+// localSystem runs deploy/regions/local.sh up with a state directory, a
+// port base and a keyspace, stream and durable of this run's own, and
+// stops it when the test ends.
+func localSystem(t *testing.T) (eps endpoints, dir, run string) {
+	t.Helper()
+	natsAddr, redisAddr, cassAddr := faultServers(t, true)
+	host, _, err := net.SplitHostPort(cassAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = fmt.Sprintf("mr%d", rand.Uint32())
+	dir = t.TempDir()
+	base := freeBase(t)
+	env := append(os.Environ(),
+		"EDGECOUNT_LOCAL_DIR="+dir,
+		"EDGECOUNT_LOCAL_BASE="+strconv.Itoa(base),
+		"EDGECOUNT_NATS_URL=nats://"+natsAddr,
+		"EDGECOUNT_REDIS_ADDR="+redisAddr,
+		"EDGECOUNT_CASSANDRA_HOSTS="+host,
+		"EDGECOUNT_CASSANDRA_KEYSPACE="+run,
+		"EDGECOUNT_NATS_STREAM="+strings.ToUpper(run),
+		"EDGECOUNT_NATS_SUBJECT_PREFIX="+run+".sums",
+		"EDGECOUNT_NATS_DURABLE="+run,
+	)
+	script := filepath.Join("..", "deploy", "regions", "local.sh")
+	localSh := func(verb string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", script, verb)
+		cmd.Env = env
+		return cmd.CombinedOutput()
+	}
+	out, err := localSh("up")
+	t.Cleanup(func() {
+		if out, err := localSh("down"); err != nil {
+			t.Errorf("local.sh down: %v\n%s", err, out)
+		}
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("--- %s (tail)\n%s", filepath.Base(l), b)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("local.sh up: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
+	if err != nil {
+		t.Fatalf("local.sh up wrote no endpoints: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal(b, &eps); err != nil {
+		t.Fatalf("endpoints.json: %v in %s", err, b)
+	}
+	if len(eps.Regions) != 3 || len(eps.Rollups) != 2 {
+		t.Fatalf("endpoints = %+v; want 3 regions and 2 rollups", eps)
+	}
+	for r, urls := range eps.Regions {
+		if len(urls) != 2 {
+			t.Fatalf("region %s has %d agents; want 2", r, len(urls))
+		}
+	}
+	return eps, dir, run
+}
+
+// freeBase returns a port base whose ports (base..base+460) were free a
+// moment ago.
+func freeBase(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		base := 20000 + rand.IntN(400)*100
+		free := true
+		for _, p := range []int{base, base + 1, base + 101, base + 102, base + 151, base + 152,
+			base + 201, base + 202, base + 251, base + 252, base + 301, base + 302, base + 351, base + 352} {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free port range for local.sh")
+	return 0
+}
+
+// pidOf returns the pid local.sh recorded for a process.
+func pidOf(t *testing.T, dir, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pids", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+type trendingList struct {
+	Region string `json:"region"`
+	Items  []struct {
+		ContentID string `json:"content_id"`
+		Count     int64  `json:"count"`
+		Error     int64  `json:"error"`
+	} `json:"items"`
+}
+
+// waitTrending polls GET /v1/trending until ok accepts the list.
+func waitTrending(t *testing.T, base, query string, ok func(trendingList) bool) trendingList {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var got trendingList
+	var body string
+	for {
+		var status int
+		status, body = get(t, base+"/v1/trending?"+query)
+		got = trendingList{}
+		if status == http.StatusOK && json.Unmarshal([]byte(body), &got) == nil && ok(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trending %s = %s", query, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestThreeRegions drives the system deploy/regions/local.sh starts: three
+// regions of two agents and two rollups sharing the partitions, on real
+// NATS, Redis and Cassandra. Each regional row equals what its region took
+// and the global row their sum; regional trending differs per region and
+// global trending merges them; killing one agent (after its flush) and one
+// rollup loses no acknowledged write, and the survivors keep serving.
+func TestThreeRegions(t *testing.T) {
+	eps, dir, run := localSystem(t)
+	regions := []string{"us-east", "eu-west", "ap-south"}
+	shared := run + "-shared"
+	hot := func(r string) string { return run + "-hot-" + r }
+	client := &http.Client{Timeout: 30 * time.Second}
+
+	want := map[string]*counts{"global": {Counters: map[string]int64{}}}
+	for _, r := range regions {
+		want[r] = &counts{Counters: map[string]int64{}}
+	}
+	// write sends one region's share through one of its agents: likes on
+	// the shared item by users of its own, and views of the shared item
+	// and of the region's hot item.
+	nextUser := 0
+	write := func(region string, agent int, users, sharedViews, hotViews int) {
+		t.Helper()
+		base := eps.Regions[region][agent]
+		for range users {
+			nextUser++
+			r := reaction{fmt.Sprintf("%s-%s-%d", run, region, nextUser), shared, "like"}
+			if got, err := send(client, base+"/v1/reactions", r); err != nil || got.status != http.StatusOK {
+				t.Fatalf("reaction in %s via %s = %+v, %v", region, base, got, err)
+			}
+		}
+		incs := []map[string]any{{"content_id": shared, "counter": "view", "delta": sharedViews}}
+		if hotViews > 0 {
+			incs = append(incs, map[string]any{"content_id": hot(region), "counter": "view", "delta": hotViews})
+		}
+		if got, err := send(client, base+"/v1/increments", map[string]any{"increments": incs}); err != nil || got.status != http.StatusAccepted {
+			t.Fatalf("increments in %s via %s = %+v, %v", region, base, got, err)
+		}
+		for _, scope := range []string{region, "global"} {
+			want[scope].Likes += int64(users)
+			want[scope].Counters["view"] += int64(sharedViews)
+		}
+	}
+	for i, r := range regions {
+		write(r, 0, 2+i, 10*(i+1), 100*(i+1))
+		write(r, 1, 1+i, 5, 50*(i+1))
+	}
+	for _, scope := range append([]string{"global"}, regions...) {
+		waitCounts(t, eps.Regions["ap-south"][1], shared, scope, *want[scope])
+	}
+
+	// Regional trending, answered by an agent of the region from its own
+	// and its gossip peer's summaries: the region's own hot item leads.
+	for i, r := range regions {
+		waitTrending(t, eps.Regions[r][1], "region="+r+"&counter=view&window=5m&k=3", func(l trendingList) bool {
+			return len(l.Items) > 0 && l.Items[0].ContentID == hot(r) && l.Items[0].Count >= int64(150*(i+1))
+		})
+	}
+	// Global trending merges the regions: ap-south's hot item (450 views)
+	// leads, then eu-west's (300), then us-east's (150).
+	waitTrending(t, eps.Regions["us-east"][0], "region=global&counter=view&window=5m&k=3", func(l trendingList) bool {
+		if len(l.Items) != 3 {
+			return false
+		}
+		for i, r := range []string{"ap-south", "eu-west", "us-east"} {
+			it := l.Items[i]
+			if it.ContentID != hot(r) || it.Count-it.Error > int64(150*(3-i)) || it.Count < int64(150*(3-i)) {
+				return false
+			}
+		}
+		return true
+	})
+	// Gossip: each agent sees its region's peer and no other region's.
+	_, body := get(t, eps.Regions["eu-west"][0]+"/v1/cluster")
+	var cluster struct {
+		Region  string `json:"region"`
+		Members []struct {
+			Region string `json:"region"`
+			State  string `json:"state"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(body), &cluster); err != nil || cluster.Region != "eu-west" || len(cluster.Members) != 2 {
+		t.Fatalf("GET /v1/cluster = %s (%v); want eu-west's two agents", body, err)
+	}
+	for _, m := range cluster.Members {
+		if m.Region != "eu-west" || m.State != "alive" {
+			t.Fatalf("cluster member %+v; want alive eu-west agents only", m)
+		}
+	}
+
+	// A last write through us-east's second agent, then wait until it has
+	// flushed and published everything, and kill it; kill a rollup too.
+	victim := eps.Regions["us-east"][1]
+	write("us-east", 1, 3, 7, 0)
+	flushes := metric(t, victim, "edgecount_agent_flushes_total")
+	deadline := time.Now().Add(30 * time.Second)
+	for metric(t, victim, "edgecount_agent_flushes_total") < flushes+2 ||
+		metric(t, victim, "edgecount_agent_outbox_messages") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the us-east agent did not flush its last writes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, name := range []string{"us-east-2", "rollup-1"} {
+		if err := syscall.Kill(pidOf(t, dir, name), syscall.SIGKILL); err != nil {
+			t.Fatalf("cannot kill %s: %v", name, err)
+		}
+	}
+
+	// The survivors keep serving: more writes in every region, and the
+	// surviving rollup takes over the dead one's partitions.
+	for _, r := range regions {
+		write(r, 0, 2, 3, 1)
+	}
+	write("eu-west", 1, 1, 1, 1)
+	for _, scope := range append([]string{"global"}, regions...) {
+		waitCounts(t, eps.Regions["eu-west"][0], shared, scope, *want[scope])
+	}
+	var sum counts
+	sum.Counters = map[string]int64{}
+	for _, r := range regions {
+		sum.Likes += want[r].Likes
+		sum.Counters["view"] += want[r].Counters["view"]
+	}
+	if sum.String() != want["global"].String() {
+		t.Fatalf("regions sum to %v; global is %v", sum, want["global"])
+	}
+}
