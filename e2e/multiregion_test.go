@@ -27,7 +27,7 @@ type endpoints struct {
 // localSystem runs deploy/regions/local.sh up with a state directory, a
 // port base and a keyspace, stream and durable of this run's own, and
 // stops it when the test ends.
-func localSystem(t *testing.T) (eps endpoints, dir, run string) {
+func localSystem(t *testing.T) (eps endpoints, dir, run string, base int, system []string) {
 	t.Helper()
 	natsAddr, redisAddr, cassAddr := faultServers(t, true)
 	host, _, err := net.SplitHostPort(cassAddr)
@@ -36,18 +36,18 @@ func localSystem(t *testing.T) (eps endpoints, dir, run string) {
 	}
 	run = fmt.Sprintf("mr%d", rand.Uint32())
 	dir = t.TempDir()
-	base := freeBase(t)
-	env := append(os.Environ(),
-		"EDGECOUNT_LOCAL_DIR="+dir,
-		"EDGECOUNT_LOCAL_BASE="+strconv.Itoa(base),
-		"EDGECOUNT_NATS_URL=nats://"+natsAddr,
-		"EDGECOUNT_REDIS_ADDR="+redisAddr,
-		"EDGECOUNT_CASSANDRA_HOSTS="+host,
-		"EDGECOUNT_CASSANDRA_KEYSPACE="+run,
-		"EDGECOUNT_NATS_STREAM="+strings.ToUpper(run),
-		"EDGECOUNT_NATS_SUBJECT_PREFIX="+run+".sums",
-		"EDGECOUNT_NATS_DURABLE="+run,
-	)
+	base = freeBase(t)
+	system = []string{
+		"EDGECOUNT_NATS_URL=nats://" + natsAddr,
+		"EDGECOUNT_REDIS_ADDR=" + redisAddr,
+		"EDGECOUNT_CASSANDRA_HOSTS=" + host,
+		"EDGECOUNT_CASSANDRA_KEYSPACE=" + run,
+		"EDGECOUNT_NATS_STREAM=" + strings.ToUpper(run),
+		"EDGECOUNT_NATS_SUBJECT_PREFIX=" + run + ".sums",
+		"EDGECOUNT_NATS_DURABLE=" + run,
+	}
+	env := append(os.Environ(), system...)
+	env = append(env, "EDGECOUNT_LOCAL_DIR="+dir, "EDGECOUNT_LOCAL_BASE="+strconv.Itoa(base))
 	script := filepath.Join("..", "deploy", "regions", "local.sh")
 	localSh := func(verb string) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -90,7 +90,7 @@ func localSystem(t *testing.T) (eps endpoints, dir, run string) {
 			t.Fatalf("region %s has %d agents; want 2", r, len(urls))
 		}
 	}
-	return eps, dir, run
+	return eps, dir, run, base, system
 }
 
 // freeBase returns a port base whose ports (base..base+460) were free a
@@ -167,7 +167,7 @@ func waitTrending(t *testing.T, base, query string, ok func(trendingList) bool) 
 // global trending merges them; killing one agent (after its flush) and one
 // rollup loses no acknowledged write, and the survivors keep serving.
 func TestThreeRegions(t *testing.T) {
-	eps, dir, run := localSystem(t)
+	eps, dir, run, base, system := localSystem(t)
 	regions := []string{"us-east", "eu-west", "ap-south"}
 	shared := run + "-shared"
 	hot := func(r string) string { return run + "-hot-" + r }
@@ -287,4 +287,21 @@ func TestThreeRegions(t *testing.T) {
 	if sum.String() != want["global"].String() {
 		t.Fatalf("regions sum to %v; global is %v", sum, want["global"])
 	}
+
+	// An agent joining us-east picks up the region's trending state from
+	// its gossip peer before it takes a single write.
+	for _, kv := range system {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Setenv("EDGECOUNT_GOSSIP_BIND", "127.0.0.1:0")
+	t.Setenv("EDGECOUNT_GOSSIP_SEEDS", "127.0.0.1:"+strconv.Itoa(base+151))
+	t.Setenv("EDGECOUNT_GOSSIP_KEY_FILE", filepath.Join(dir, "gossip.key"))
+	t.Setenv("EDGECOUNT_GOSSIP_PROFILE", "local")
+	joiner := start(t, "us-east-3", filepath.Join(dir, "bin", "edge-agent"), "--config", filepath.Join("..", "deploy", "regions", "us-east.yaml"),
+		"--http", "127.0.0.1:0", "--agent-id", "us-east-3", "--data", t.TempDir())
+	waitTrending(t, joiner.base, "region=us-east&counter=view&window=5m&k=1", func(l trendingList) bool {
+		// us-east-1 took 100 + 1 views of the item; the joiner none.
+		return len(l.Items) == 1 && l.Items[0].ContentID == hot("us-east") && l.Items[0].Count >= 101
+	})
 }
