@@ -11,7 +11,7 @@
 //	user_likes            PRIMARY KEY ((user_id), content_id)
 //	user_likes_by_content PRIMARY KEY ((content_id), user_id, incarnation)
 //	content_stats         PRIMARY KEY ((content_id), scope)
-//	trending              PRIMARY KEY ((scope, counter_name, window_name))
+//	trending_parts        PRIMARY KEY ((scope, counter_name, window_name), part)
 //
 // user_likes is partitioned by user: a user's rows for a page of items are
 // one single-partition read, and the lightweight transactions of different

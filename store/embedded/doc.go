@@ -10,7 +10,7 @@
 //	user_likes            user_id 0x00 content_id  → reaction row
 //	user_likes_by_content content_id 0x00 user_id  → action + region
 //	content_stats         content_id 0x00 scope    → stats row
-//	trending              scope 0x00 counter 0x00 window → Top-K list
+//	trending              scope 0x00 counter 0x00 window [0x00 partition (4 bytes BE), absent for 0] → Top-K list
 //	meta                  "schema"                 → layout version (1)
 //
 // Every value starts with a format byte (currently 1) followed by a compact
