@@ -437,30 +437,15 @@ const (
 // parameters in allow.
 func (a *api) query(r *http.Request, allow int) (queryParams, *apiError) {
 	q := queryParams{scope: store.GlobalScope}
-	raw := r.URL.RawQuery
 	seenRegion := false
-	for raw != "" {
-		var part string
-		part, raw, _ = strings.Cut(raw, "&")
-		if part == "" {
-			continue
-		}
-		if strings.Contains(part, ";") {
-			return q, badField("query", "must separate parameters with '&', not ';'")
-		}
-		k, v, _ := strings.Cut(part, "=")
-		k, err1 := url.QueryUnescape(k)
-		v, err2 := url.QueryUnescape(v)
-		if err := errors.Join(err1, err2); err != nil {
-			return q, badField("query", "is malformed: "+err.Error())
-		}
+	e := eachParam(r.URL.RawQuery, func(k, v string) *apiError {
 		switch {
 		case k == "content_id" && allow&allowIDs != 0:
 			if len(q.ids) == a.cfg.MaxBatchIDs {
-				return q, badField("content_id", fmt.Sprintf("must be given 1 to %d times", a.cfg.MaxBatchIDs))
+				return badField("content_id", fmt.Sprintf("must be given 1 to %d times", a.cfg.MaxBatchIDs))
 			}
 			if !store.ValidID(v) {
-				return q, badField("content_id["+strconv.Itoa(len(q.ids))+"]", msgID)
+				return badField("content_id["+strconv.Itoa(len(q.ids))+"]", msgID)
 			}
 			if q.ids == nil {
 				q.ids = make([]string, 0, 16)
@@ -468,21 +453,51 @@ func (a *api) query(r *http.Request, allow int) (queryParams, *apiError) {
 			q.ids = append(q.ids, v)
 		case k == "region" && allow&allowRegion != 0:
 			if seenRegion {
-				return q, badField("region", msgDup)
+				return badField("region", msgDup)
 			}
 			seenRegion = true
 			if !a.scopes[v] {
-				return q, badField("region", "must be one of "+a.scopeList)
+				return badField("region", "must be one of "+a.scopeList)
 			}
 			q.scope = v
 		default:
-			return q, badField(fieldName(k), "is not a known query parameter")
+			return badField(fieldName(k), "is not a known query parameter")
 		}
+		return nil
+	})
+	if e != nil {
+		return q, e
 	}
 	if allow&allowIDs != 0 && len(q.ids) == 0 {
 		return q, badField("content_id", fmt.Sprintf("must be given 1 to %d times", a.cfg.MaxBatchIDs))
 	}
 	return q, nil
+}
+
+// eachParam calls fn with every parameter of a raw query string, decoded,
+// in order, and stops at the first error: a ';' separator or a bad escape
+// is an error of the field "query".
+func eachParam(raw string, fn func(k, v string) *apiError) *apiError {
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		if part == "" {
+			continue
+		}
+		if strings.Contains(part, ";") {
+			return badField("query", "must separate parameters with '&', not ';'")
+		}
+		k, v, _ := strings.Cut(part, "=")
+		k, err1 := url.QueryUnescape(k)
+		v, err2 := url.QueryUnescape(v)
+		if err := errors.Join(err1, err2); err != nil {
+			return badField("query", "is malformed: "+err.Error())
+		}
+		if e := fn(k, v); e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // readPost checks a POST's Content-Type and query and reads its body.

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,54 +28,43 @@ type trendingParams struct {
 func (a *api) trendingQuery(r *http.Request) (trendingParams, *apiError) {
 	q := trendingParams{scope: store.GlobalScope, counter: store.CounterLike, window: store.Window5m, k: defaultTrendingK}
 	seen := map[string]bool{}
-	raw := r.URL.RawQuery
-	for raw != "" {
-		var part string
-		part, raw, _ = strings.Cut(raw, "&")
-		if part == "" {
-			continue
-		}
-		if strings.Contains(part, ";") {
-			return q, badField("query", "must separate parameters with '&', not ';'")
-		}
-		k, v, _ := strings.Cut(part, "=")
-		k, err1 := url.QueryUnescape(k)
-		v, err2 := url.QueryUnescape(v)
-		if err := errors.Join(err1, err2); err != nil {
-			return q, badField("query", "is malformed: "+err.Error())
-		}
+	e := eachParam(r.URL.RawQuery, func(k, v string) *apiError {
 		switch k {
 		case "region", "counter", "window", "k":
 		default:
-			return q, badField(fieldName(k), "is not a known query parameter")
+			return badField(fieldName(k), "is not a known query parameter")
 		}
 		if seen[k] {
-			return q, badField(k, msgDup)
+			return badField(k, msgDup)
 		}
 		seen[k] = true
 		switch k {
 		case "region":
 			if !a.scopes[v] {
-				return q, badField("region", "must be one of "+a.scopeList)
+				return badField("region", "must be one of "+a.scopeList)
 			}
 			q.scope = v
 		case "counter":
 			if !store.ValidCounter(v) {
-				return q, badField("counter", "must match [a-z][a-z0-9_]{0,31}")
+				return badField("counter", "must match [a-z][a-z0-9_]{0,31}")
 			}
 			q.counter = v
 		case "window":
 			if _, ok := store.WindowSpan(v); !ok {
-				return q, badField("window", "must be one of "+strings.Join(store.TrendingWindows(), ", "))
+				return badField("window", "must be one of "+strings.Join(store.TrendingWindows(), ", "))
 			}
 			q.window = v
 		case "k":
 			n, ok := parseK(v)
 			if !ok {
-				return q, badField("k", "must be an integer from 1 to "+strconv.Itoa(maxTrendingK))
+				return badField("k", "must be an integer from 1 to "+strconv.Itoa(maxTrendingK))
 			}
 			q.k = n
 		}
+		return nil
+	})
+	if e != nil {
+		return q, e
 	}
 	if !a.trending[q.counter] {
 		return q, a.untracked(q.counter)
