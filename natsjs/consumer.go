@@ -328,8 +328,10 @@ func (c *Consumer) next(ctx context.Context, cons jetstream.Consumer) (jetstream
 	return cons.Next(jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
 }
 
-// handle applies one message: retry until success, Permanent or ctx done.
-func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive, msg jetstream.Msg, h Handler) {
+// sequence returns msg's stream sequence and counts a redelivery. A
+// message without metadata can never be applied: it is terminated and ok
+// is false.
+func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		c.terminated.Add(1)
@@ -337,11 +339,19 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive
 		if err := msg.TermWithReason("bad metadata"); err != nil {
 			log.Warn("cannot terminate message", "err", err)
 		}
-		return
+		return 0, false
 	}
-	seq := meta.Sequence.Stream
 	if meta.NumDelivered > 1 {
 		c.redelivered.Add(1)
+	}
+	return meta.Sequence.Stream, true
+}
+
+// handle applies one message: retry until success, Permanent or ctx done.
+func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive, msg jetstream.Msg, h Handler) {
+	seq, ok := c.sequence(log, msg)
+	if !ok {
+		return
 	}
 	keep.set(msg)
 	for attempt := 1; ; attempt++ {

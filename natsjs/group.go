@@ -571,18 +571,9 @@ func (g *GroupConsumer) release(ctx context.Context, p uint32, st jetstream.Stre
 // is neither acknowledged nor handed back: the broker has delivered it, or
 // will, to the member the partition is pinned to.
 func (g *GroupConsumer) handle(ctx context.Context, log *slog.Logger, l *lease, msg jetstream.Msg, sent time.Time, h Handler) {
-	meta, err := msg.Metadata()
-	if err != nil {
-		g.c.terminated.Add(1)
-		log.Error("cannot read message metadata, terminating message", "subject", msg.Subject(), "err", err)
-		if err := msg.TermWithReason("bad metadata"); err != nil {
-			log.Warn("cannot terminate message", "err", err)
-		}
+	seq, ok := g.c.sequence(log, msg)
+	if !ok {
 		return
-	}
-	seq := meta.Sequence.Stream
-	if meta.NumDelivered > 1 {
-		g.c.redelivered.Add(1)
 	}
 	l.start(msg, sent)
 	defer l.stop()
