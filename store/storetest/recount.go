@@ -234,38 +234,10 @@ func checkRecount(t *testing.T, s RecountStore, content string, want []store.Reg
 }
 
 func testRecountFollows(t *testing.T, s RecountStore) {
-	content := uniq("rc")
-	u1, u2, u3 := uniq("u"), uniq("u"), uniq("u")
-	checkRecount(t, s, content, nil)
-
-	a := newReaction(u1, content, store.ActionLike, "eu-west")
-	b := newReaction(u2, content, store.ActionDislike, "us-east")
-	c := newReaction(u3, content, store.ActionLike, "eu-west")
-	for _, r := range []store.Reaction{a, b, c} {
-		mustInsert(t, s, r)
-	}
-	checkRecount(t, s, content, []store.RegionTally{
-		{Region: "eu-west", Likes: 2},
-		{Region: "us-east", Dislikes: 1},
+	countFollows(t, s, "rc", func(content string, want []store.RegionTally) {
+		t.Helper()
+		checkRecount(t, s, content, want)
 	})
-	b2 := bump(b, store.ActionLike, "ap-south")
-	mustUpdate(t, s, b, b2)
-	mustDelete(t, s, c)
-	checkRecount(t, s, content, []store.RegionTally{
-		{Region: "ap-south", Likes: 1},
-		{Region: "eu-west", Likes: 1},
-	})
-	// A row re-created after an undo is counted once, as what it is now.
-	mustDelete(t, s, a)
-	a2 := newReaction(u1, content, store.ActionDislike, "us-east")
-	mustInsert(t, s, a2)
-	checkRecount(t, s, content, []store.RegionTally{
-		{Region: "ap-south", Likes: 1},
-		{Region: "us-east", Dislikes: 1},
-	})
-	mustDelete(t, s, a2)
-	mustDelete(t, s, b2)
-	checkRecount(t, s, content, nil)
 }
 
 func testRecountMisuse(t *testing.T, s RecountStore) {
