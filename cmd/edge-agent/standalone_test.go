@@ -21,7 +21,7 @@ import (
 )
 
 // startTestNode starts a standalone node on a random port under dir.
-func startTestNode(t *testing.T, dir string, flush time.Duration) *node {
+func startTestNode(t testing.TB, dir string, flush time.Duration) *node {
 	t.Helper()
 	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", dir, "--region", "local", "--flush-interval", flush.String()},
 		func(string) string { return "" }, io.Discard)
