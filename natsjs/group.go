@@ -66,11 +66,13 @@ type GroupConfig struct {
 	// sharing it must use the same MemberTTL.
 	MembersStream string
 	// OnRelease, if set, is called when this member stops holding a
-	// partition it held: it handed the pin back, the broker moved it, or
-	// it came back under a new pin (so another member may have held it
+	// partition it held: it is about to hand the pin back (handedBack:
+	// it still holds it during the call), or the broker moved it, or it
+	// came back under a new pin (so another member may have held it
 	// meanwhile). State kept per partition must be dropped then. It runs
-	// on the partition's goroutine and must not block.
-	OnRelease func(partition uint32)
+	// on the partition's goroutine, between messages; a hand-back waits
+	// for it, so it must be short.
+	OnRelease func(partition uint32, handedBack bool)
 }
 
 // DefaultGroupConfig returns the default group configuration. FenceMargin
@@ -514,7 +516,7 @@ func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) {
 	if old == "" {
 		g.pinned.Add(1)
 	} else {
-		g.released1(p)
+		g.released1(p, false)
 	}
 	g.acquired.Add(1)
 	log.Info("partition pinned to this member", "pin", id)
@@ -531,14 +533,14 @@ func (g *GroupConsumer) losePin(p uint32, log *slog.Logger) {
 	}
 	g.pinned.Add(-1)
 	g.lost.Add(1)
-	g.released1(p)
+	g.released1(p, false)
 	log.Warn("partition pin moved away (no pull for the pinned ttl)", "pin", old)
 }
 
 // released1 tells the OnRelease hook that p is no longer held.
-func (g *GroupConsumer) released1(p uint32) {
+func (g *GroupConsumer) released1(p uint32, handedBack bool) {
 	if g.cfg.OnRelease != nil {
-		g.cfg.OnRelease(p)
+		g.cfg.OnRelease(p, handedBack)
 	}
 }
 
@@ -554,7 +556,7 @@ func (g *GroupConsumer) release(ctx context.Context, p uint32, st jetstream.Stre
 		return
 	}
 	g.pinned.Add(-1)
-	g.released1(p)
+	g.released1(p, true)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.releaseTimeout())
 	defer cancel()
 	if err := st.UnpinConsumer(rctx, g.Name(p), g.cfg.Group); err != nil {

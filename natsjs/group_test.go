@@ -586,3 +586,54 @@ func TestGroupRunRejectsBadUse(t *testing.T) {
 		t.Errorf("second Run: got %v, want ErrAlreadyRunning", err)
 	}
 }
+
+// TestGroupOnRelease: a member that hands partitions back (a new member
+// takes half, then it stops) tells OnRelease, while it still holds each
+// pin, and only for partitions it held.
+func TestGroupOnRelease(t *testing.T) {
+	const parts = 4
+	s, js, cfg := setup(t, parts)
+	var mu sync.Mutex
+	released := map[uint32]int{}
+	gc := testGroupConfig(t, cfg, "m0")
+	gc.OnRelease = func(p uint32, handedBack bool) {
+		if !handedBack {
+			t.Errorf("partition %d released without a hand-back", p)
+		}
+		mu.Lock()
+		released[p]++
+		mu.Unlock()
+	}
+	led := newLedger()
+	a := startMember(t, s, gc, led.handler("m0"))
+	waitConverged(t, parts, a)
+	pub := NewPublisher(js, cfg)
+	for p := range uint32(parts) {
+		publish(t, pub, p, msgID(p, 0), "x")
+	}
+	waitFor(t, "m0 to pin every partition", func() bool { return len(a.g.Pinned()) == parts })
+
+	b := startMember(t, s, testGroupConfig(t, cfg, "m1"), led.handler("m1"))
+	waitConverged(t, parts, a, b)
+	waitFor(t, "m0 to hand back m1's partitions", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(released) == parts/2
+	})
+	for _, p := range b.g.Assigned() {
+		mu.Lock()
+		n := released[p]
+		mu.Unlock()
+		if n != 1 {
+			t.Errorf("partition %d (now m1's) released %d times, want 1", p, n)
+		}
+	}
+	if err := a.run.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(released) != parts {
+		t.Errorf("after m0 stopped, released %v; want every partition once", released)
+	}
+}

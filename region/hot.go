@@ -79,29 +79,36 @@ func (h *hotRule) apply(ctx context.Context, counter string, ranked []store.Tren
 	}
 	for k, seen := range h.hot {
 		if k.counter == counter && now.Sub(seen) >= h.cfg.CoolAfter {
-			h.set(ctx, k, 1)
-			delete(h.hot, k)
-			h.a.stats.HotCooled.Add(1)
+			// Kept hot until the directory has it, so a failed write is
+			// retried by the next round instead of leaving every agent
+			// of the region with the hot shard count.
+			if h.set(ctx, k, 1) {
+				delete(h.hot, k)
+				h.a.stats.HotCooled.Add(1)
+			}
 		}
 	}
 }
 
 // set gives k's counter in this region shards shards: the live counter
 // now, the shard directory for every agent of the region (and for
-// counters created later), unless the directory already says so.
-func (h *hotRule) set(ctx context.Context, k hotKey, shards int) {
+// counters created later), unless the directory already says so. It
+// reports whether the directory has it.
+func (h *hotRule) set(ctx context.Context, k hotKey, shards int) bool {
 	a := h.a
 	a.counters.Reshard(Key{ContentID: k.contentID, Counter: k.counter, Region: a.cfg.Region}, shards)
 	if a.shardWriter == nil {
-		return
+		return true
 	}
 	if a.dir != nil && a.dir.Shards(k.contentID, k.counter) == shards {
-		return
+		return true
 	}
 	if err := a.shardWriter.SetShards(ctx, k.contentID, k.counter, shards); err != nil {
 		a.stats.HotWriteErrors.Add(1)
 		if ctx.Err() == nil {
 			a.logger.Warn("cannot write a shard count to the directory", "content", k.contentID, "counter", k.counter, "shards", shards, "err", err)
 		}
+		return false
 	}
+	return true
 }

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -25,6 +26,7 @@ func (nopPublisher) Publish(context.Context, uint32, string, []byte) error { ret
 type shardLog struct {
 	shards map[hotKey]int
 	writes []string
+	fail   bool // refuse every write (the directory is down)
 }
 
 func (l *shardLog) Shards(contentID, counter string) int {
@@ -35,6 +37,9 @@ func (l *shardLog) Shards(contentID, counter string) int {
 }
 
 func (l *shardLog) SetShards(_ context.Context, contentID, counter string, shards int) error {
+	if l.fail {
+		return errors.New("directory down")
+	}
 	l.writes = append(l.writes, fmt.Sprintf("%s/%s=%d", contentID, counter, shards))
 	if shards <= 1 {
 		delete(l.shards, hotKey{contentID, counter})
@@ -150,6 +155,30 @@ func TestHotRuleReadError(t *testing.T) {
 	a.hot.step(context.Background()) // no trending store: every read fails
 	if _, hot := a.hot.hot[hotKey{"a", "view"}]; !hot || a.stats.HotReadErrors.Load() == 0 {
 		t.Fatalf("after a failed read: hot %v, read errors %d; want a still hot", a.hot.hot, a.stats.HotReadErrors.Load())
+	}
+}
+
+// TestHotRuleRetriesCooling: an item whose cooling write fails stays hot
+// until a later round writes it, so the region's directory does not keep
+// the hot shard count for good.
+func TestHotRuleRetriesCooling(t *testing.T) {
+	log := &shardLog{shards: map[hotKey]int{}}
+	cfg := DefaultConfig("us", "us-a1")
+	cfg.Trending.Hot = HotConfig{Top: 1, Shards: 4, CoolAfter: time.Minute, Interval: time.Hour}
+	a := newTestAgent(t, cfg, Deps{Directory: log, ShardWriter: log})
+	ctx := context.Background()
+	a.hot.apply(ctx, "view", ranked("a"), minuteTime(0))
+	log.fail = true
+	a.hot.apply(ctx, "view", nil, minuteTime(2))
+	if _, hot := a.hot.hot[hotKey{"a", "view"}]; !hot || log.shards[hotKey{"a", "view"}] != 4 || a.stats.HotCooled.Load() != 0 {
+		t.Fatalf("after a failed cooling write: hot %v, directory %v, cooled %d; want a still hot with 4 shards",
+			a.hot.hot, log.shards, a.stats.HotCooled.Load())
+	}
+	log.fail = false
+	a.hot.apply(ctx, "view", nil, minuteTime(3))
+	if _, hot := a.hot.hot[hotKey{"a", "view"}]; hot || log.shards[hotKey{"a", "view"}] != 0 || a.stats.HotCooled.Load() != 1 {
+		t.Fatalf("after the retry: hot %v, directory %v, cooled %d; want a cooled once",
+			a.hot.hot, log.shards, a.stats.HotCooled.Load())
 	}
 }
 

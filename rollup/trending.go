@@ -107,6 +107,25 @@ func (r *Rollup) WriteTrending(ctx context.Context) error {
 	return r.trend.writeAll(ctx)
 }
 
+// WriteTrendingPartition recomputes and stores partition p's lists now, if
+// this rollup has state for p. Call it when handing p to another rollup,
+// before it can apply p's messages.
+func (r *Rollup) WriteTrendingPartition(ctx context.Context, p uint32) error {
+	if r.trend == nil {
+		return nil
+	}
+	t := r.trend
+	t.mu.Lock()
+	tp := t.parts[p]
+	t.mu.Unlock()
+	if tp == nil {
+		return nil
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return t.write(ctx, tp, t.now())
+}
+
 // ForgetTrending drops the trending state of partition p. Call it when
 // this rollup stops consuming p (a handover to another rollup): its exact
 // counts would otherwise miss what the other owner applied, should p come

@@ -350,6 +350,15 @@ func (n *node) close() {
 	if n.stopShare != nil {
 		n.stopShare()
 	}
+	if n.agent != nil {
+		// After Shutdown this returns at once; after a failed start it
+		// stops the agent's loops before the bus and store close.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := n.agent.Stop(ctx); err != nil {
+			n.logger.Warn("agent stopped with an error", "err", err)
+		}
+		cancel()
+	}
 	n.wg.Wait()
 	if n.gossip != nil {
 		if err := n.gossip.Close(); err != nil {

@@ -176,7 +176,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// breaks), and trending state of a partition that moves away is
 		// dropped.
 		gcfg := cfg.GroupConfig(logger)
-		gcfg.OnRelease = ru.ForgetTrending
+		gcfg.OnRelease = func(p uint32, handedBack bool) {
+			if handedBack {
+				// Still the partition's writer: store its last lists.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := ru.WriteTrendingPartition(ctx, p); err != nil {
+					logger.Warn("cannot write the last trending lists of a partition handed back", "partition", p, "err", err)
+				}
+				cancel()
+			}
+			ru.ForgetTrending(p)
+		}
 		group = bus.GroupConsumer(gcfg)
 		rcfg.Owned = nil
 		rcfg.Owns = func(p uint32) bool { return slices.Contains(group.Assigned(), p) }
@@ -240,13 +250,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	})
 	stopRecount()
-	// The last trending lists of the partitions applied since the last
-	// periodic write.
-	tctx, cancelT := context.WithTimeout(context.Background(), 10*time.Second)
-	if err := ru.WriteTrending(tctx); err != nil {
-		logger.Warn("cannot write the last trending lists", "err", err)
+	if group == nil {
+		// The last trending lists of the partitions applied since the
+		// last periodic write (a group member wrote each partition's as
+		// it handed the partition back).
+		tctx, cancelT := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := ru.WriteTrending(tctx); err != nil {
+			logger.Warn("cannot write the last trending lists", "err", err)
+		}
+		cancelT()
 	}
-	cancelT()
 	if err := <-recountDone; err != nil {
 		logger.Warn("recount stopped with an error", "err", err)
 	}
