@@ -35,6 +35,7 @@ func RegisterRollupTrending(reg prometheus.Registerer, r *rollup.Rollup) error {
 		{"edgecount_rollup_trending_lists_total", "Agent trending lists applied.", false, u64(&s.Lists)},
 		{"edgecount_rollup_trending_bad_lists_total", "Agent trending lists of an unknown window, dropped.", false, u64(&s.BadLists)},
 		{"edgecount_rollup_trending_bad_items_total", "Trending list items of another partition than their message's, dropped.", false, u64(&s.BadItems)},
+		{"edgecount_rollup_trending_future_skips_total", "Messages flushed more than 10 minutes ahead of the rollup's clock: totals applied, trending part ignored.", false, u64(&s.FutureSkips)},
 		{"edgecount_rollup_trending_redelivered_total", "Redelivered messages whose trending data was already counted.", false, u64(&s.Redelivered)},
 		{"edgecount_rollup_trending_rows_written_total", "Trending lists stored (one partition's each).", false, u64(&s.RowsWritten)},
 		{"edgecount_rollup_trending_write_errors_total", "Trending lists the store did not take (written again at the next interval).", false, u64(&s.WriteErrors)},

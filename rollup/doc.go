@@ -130,7 +130,10 @@
 // ListLen items per list, spread over the partitions.
 //
 // The bounds of item x over window W, as of the partition's newest flush
-// time T (agents' clocks), at minute m:
+// time T (agents' clocks), at minute m. T never goes back, so a message
+// flushed more than ten minutes ahead of the rollup's own clock (an agent
+// clock that jumped) has its trending part ignored and counted
+// (TrendingStats.FutureSkips); its sums still go to the totals.
 //
 //   - Lists: an agent's list of minute m adds [count-error, count] if it
 //     names x and [0, floor] if not; a list of an earlier minute still

@@ -62,6 +62,7 @@ type TrendingStats struct {
 	Lists        atomic.Uint64 // agent lists applied
 	BadLists     atomic.Uint64 // lists of an unknown window, dropped
 	BadItems     atomic.Uint64 // list items of another partition, dropped
+	FutureSkips  atomic.Uint64 // messages flushed more than maxAhead ahead of this clock: trending part ignored
 	Redelivered  atomic.Uint64 // messages whose lists and sums were already counted
 	RowsWritten  atomic.Uint64
 	WriteErrors  atomic.Uint64
@@ -220,6 +221,13 @@ type trendPart struct {
 // clockSkew is how far an agent's clock may run ahead of the rollup's.
 const clockSkew = time.Minute
 
+// maxAhead bounds how far ahead of the rollup's clock a message's flush
+// time may be for its trending part to count. A partition's current minute
+// follows the newest flush and never goes back, so one message from a
+// clock far ahead would otherwise push every list out of its window until
+// a restart. Its sums are applied to the totals either way.
+const maxAhead = 10 * time.Minute
+
 type groupKey struct{ region, counter string }
 
 type rowID struct {
@@ -271,9 +279,14 @@ func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 		return
 	}
 	tp.lastSeq = seq
+	now := t.now()
 	at := b.FlushedAt.UnixMilli()
 	if b.FlushedAt.IsZero() {
-		at = t.now().UnixMilli()
+		at = now.UnixMilli()
+	}
+	if at > now.Add(maxAhead).UnixMilli() {
+		t.stats.FutureSkips.Add(1)
+		return
 	}
 	tp.nowMs = max(tp.nowMs, at)
 	minute := floorDiv(at, time.Minute.Milliseconds())

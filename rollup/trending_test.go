@@ -26,6 +26,18 @@ type trendRig struct {
 	r   *rollup.Rollup
 	st  *embedded.Store
 	seq uint64
+	// newest is the newest flush time sent; the rig's rollup clock trails
+	// it by two minutes (agent clocks a little ahead).
+	newest time.Time
+}
+
+// now is the rig's rollup clock: two minutes behind the newest flush,
+// and minuteM-2m before any.
+func (g *trendRig) now() time.Time {
+	if g.newest.After(minuteM) {
+		return g.newest.Add(-2 * time.Minute)
+	}
+	return minuteM.Add(-2 * time.Minute)
 }
 
 func newTrendRig(t *testing.T, partitions int) *trendRig {
@@ -36,13 +48,14 @@ func newTrendRig(t *testing.T, partitions int) *trendRig {
 	}
 	t.Cleanup(func() { st.Close() })
 	// The rollup started two minutes before the first flush it sees.
-	r := rollup.New(st, func() time.Time { return minuteM.Add(-2 * time.Minute) }, nil)
+	g := &trendRig{t: t, st: st}
+	g.r = rollup.New(st, g.now, nil)
 	cfg := rollup.DefaultTrendingConfig(partitions)
 	cfg.Interval = time.Hour // written by WriteTrending only
-	if err := r.EnableTrending(cfg, st); err != nil {
+	if err := g.r.EnableTrending(cfg, st); err != nil {
 		t.Fatal(err)
 	}
-	return &trendRig{t: t, r: r, st: st}
+	return g
 }
 
 // send applies one message of agent (region-epoch) at time at through the
@@ -50,6 +63,9 @@ func newTrendRig(t *testing.T, partitions int) *trendRig {
 func (g *trendRig) send(agent string, epoch uint64, region string, at time.Time, sums []partial.Sum, tops ...partial.TopList) uint64 {
 	g.t.Helper()
 	g.seq++
+	if at.After(g.newest) {
+		g.newest = at
+	}
 	for i := range sums {
 		if sums[i].Region == "" {
 			sums[i].Region = region
@@ -333,4 +349,23 @@ func TestForgetTrending(t *testing.T) {
 	g.send("us-1", 1, "us", minute(9), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
 	us, _ = g.rows("us", "view", "5m")
 	wantItems(t, "after the handover", us, []store.TrendingItem{ti("x", 100, 100)})
+}
+
+// TestTrendingIgnoresFutureFlushes: a message flushed far ahead of the
+// rollup's clock (an agent clock that jumped) does not move the
+// partition's current minute, so the real lists stay in their windows.
+func TestTrendingIgnoresFutureFlushes(t *testing.T) {
+	g := newTrendRig(t, 1)
+	g.r = rollup.New(g.st, func() time.Time { return minuteM }, nil)
+	if err := g.r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, g.st); err != nil {
+		t.Fatal(err)
+	}
+	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 10, 0)))
+	g.send("us-2", 1, "us", minuteM.Add(48*time.Hour), []partial.Sum{sum("y", 1)}, list("5m", 0, item("y", 99, 0)))
+	g.send("us-1", 1, "us", minute(1), nil, list("5m", 0, item("x", 12, 0)))
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "5m after a message from two days ahead", us, []store.TrendingItem{ti("x", 12, 0)})
+	if got := g.r.TrendingStats().FutureSkips.Load(); got != 1 {
+		t.Errorf("future skips = %d, want 1", got)
+	}
 }
