@@ -379,6 +379,9 @@ func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error
 		if err := t.st.PutTrending(ctx, row); err != nil {
 			t.stats.WriteErrors.Add(1)
 			errs = append(errs, err)
+			// Written again by the next write, even if it is empty by
+			// then: the store may still hold an older, non-empty list.
+			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
 			continue
 		}
 		t.stats.RowsWritten.Add(1)

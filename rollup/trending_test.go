@@ -2,6 +2,7 @@ package rollup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -368,4 +369,41 @@ func TestTrendingIgnoresFutureFlushes(t *testing.T) {
 	if got := g.r.TrendingStats().FutureSkips.Load(); got != 1 {
 		t.Errorf("future skips = %d, want 1", got)
 	}
+}
+
+// failingTrending is the real store with PutTrending refused while fail
+// is set.
+type failingTrending struct {
+	*embedded.Store
+	fail bool
+}
+
+func (f *failingTrending) PutTrending(ctx context.Context, tr store.Trending) error {
+	if f.fail {
+		return errors.New("store down")
+	}
+	return f.Store.PutTrending(ctx, tr)
+}
+
+// TestTrendingRewritesFailedRows: a list that went empty while its store
+// write failed is written (empty) by the next write, so the store does not
+// keep the old list.
+func TestTrendingRewritesFailedRows(t *testing.T) {
+	g := newTrendRig(t, 1)
+	fs := &failingTrending{Store: g.st}
+	g.r = rollup.New(g.st, g.now, nil)
+	if err := g.r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, fs); err != nil {
+		t.Fatal(err)
+	}
+	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 10, 0)))
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "5m", us, []store.TrendingItem{ti("x", 10, 0)})
+	g.send("us-1", 1, "us", minuteM.Add(time.Second), nil, list("5m", 0)) // nothing any more
+	fs.fail = true
+	if err := g.r.WriteTrending(context.Background()); err == nil {
+		t.Fatal("WriteTrending with the store down: no error")
+	}
+	fs.fail = false
+	us, _ = g.rows("us", "view", "5m")
+	wantItems(t, "5m after a failed write and a good one", us, nil)
 }
