@@ -14,6 +14,7 @@
 //	  int64  flushed_at = 7;  // unix milliseconds of the flush
 //	  repeated Sum sums = 8;
 //	  repeated TopList tops = 9;  // added after version 1 shipped; older readers skip it
+//	  bool more = 10;             // another message of this flush and partition follows
 //	}
 //	message Sum {
 //	  string content_id = 1;
@@ -34,8 +35,9 @@
 //	}
 //
 // Unknown fields are skipped, as protobuf readers do, so fields can be added
-// without breaking older rollups: the trending lists (field 9) were added
-// that way, under the same schema version, and a message without them is
+// without breaking older rollups: the trending lists (field 9) and the
+// "more" flag (field 10, set on every message of a flush but the last of
+// its partition, so a reader can wait for the lists) were added that way, under the same schema version, and a message without them is
 // exactly a message of the first release. Decode validates every id and
 // counter name with the store's key rules and rejects a message that breaks
 // them; a top list must also name a valid window (1-8 lower-case letters or

@@ -32,6 +32,10 @@ type Batch struct {
 	// FlushedAt (see TopList). A message carries them after its Sums; a
 	// flush puts them in the last message of the partition.
 	Tops []TopList
+	// More says that another message of the same flush and partition
+	// follows this one (a flush too big for one message): a reader that
+	// acts on a flush's lists waits for the last message.
+	More bool
 }
 
 // TopList is one agent's trending list of one counter over one window,
@@ -93,6 +97,7 @@ const (
 	fFlushedAt = 7
 	fSums      = 8
 	fTops      = 9
+	fMore      = 10
 
 	fSumContent = 1
 	fSumCounter = 2
@@ -145,6 +150,10 @@ func Append(dst []byte, b *Batch) []byte {
 	}
 	for i := range b.Tops {
 		dst = appendTop(dst, &b.Tops[i])
+	}
+	if b.More {
+		dst = protowire.AppendTag(dst, fMore, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, 1)
 	}
 	return dst
 }
@@ -294,6 +303,12 @@ func Decode(data []byte, b *Batch) error {
 			}
 			b.Sums = append(b.Sums, s)
 			data = data[n:]
+		case num == fMore && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(data)
+			if n < 0 {
+				return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(n))
+			}
+			b.More, data = v != 0, data[n:]
 		case num == fTops && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(data)
 			if n < 0 {

@@ -41,7 +41,9 @@ func withTops() *Batch {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, in := range []*Batch{sample(), withTops()} {
+	more := withTops()
+	more.Tops, more.More = nil, true // a chunk of a flush that continues
+	for _, in := range []*Batch{sample(), withTops(), more} {
 		roundTrip(t, in)
 	}
 }
@@ -70,7 +72,7 @@ func roundTrip(t *testing.T, in *Batch) {
 	for i := range in.Tops {
 		size += TopListSize(&in.Tops[i])
 	}
-	header := Append(nil, &Batch{Agent: in.Agent, Region: in.Region, Epoch: in.Epoch, Seq: in.Seq, Partition: in.Partition, FlushedAt: in.FlushedAt})
+	header := Append(nil, &Batch{Agent: in.Agent, Region: in.Region, Epoch: in.Epoch, Seq: in.Seq, Partition: in.Partition, FlushedAt: in.FlushedAt, More: in.More})
 	if got, want := len(data), len(header)+size; got != want {
 		t.Fatalf("encoded size = %d, want header %d + sums %d", got, len(header), size)
 	}
@@ -256,6 +258,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, withTops()))
 	f.Add(Append(nil, &Batch{Agent: "a", Region: "r", Tops: []TopList{{Counter: "c", Window: "5m", Floor: 1}}}))
 	f.Add(Append(nil, &Batch{Agent: "a", Region: "r"}))
+	f.Add(Append(nil, &Batch{Agent: "a", Region: "r", More: true}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var b Batch

@@ -212,6 +212,7 @@ func (f *flusher) encode(out []outMsg, partition uint32, sums []partial.Sum, top
 		*b = partial.Batch{
 			Agent: f.a.cfg.AgentID, Region: f.a.cfg.Region, Epoch: f.epoch, Seq: f.seq,
 			Partition: partition, FlushedAt: at, Sums: sums[:i], Tops: tops[:j],
+			More: i < len(sums) || j < len(tops),
 		}
 		data := partial.Append(make([]byte, 0, size+headerRoom), b)
 		out = append(out, outMsg{partition: partition, id: b.MsgID(), data: data, sums: i})

@@ -225,6 +225,9 @@ func TestEncodeListsAfterSums(t *testing.T) {
 		}
 		nSums += len(b.Sums)
 		nTops += len(b.Tops)
+		if want := i < len(msgs)-1; b.More != want {
+			t.Errorf("message %d of %d: More = %v, want %v", i, len(msgs), b.More, want)
+		}
 	}
 	if nSums != len(sums) || nTops != len(tops) || len(msgs) < 3 {
 		t.Fatalf("%d messages carry %d sums and %d lists; want several carrying %d and %d", len(msgs), nSums, nTops, len(sums), len(tops))

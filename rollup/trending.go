@@ -334,7 +334,10 @@ func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 		}
 		g.lists[wi][run] = al
 	}
-	if now := t.now(); now.Sub(tp.lastWrite) >= t.cfg.Interval {
+	// Not in the middle of a flush: its lists come with its last
+	// message, and a write before them would pair this flush's sums with
+	// the previous lists (a count below what is applied).
+	if now := t.now(); !b.More && now.Sub(tp.lastWrite) >= t.cfg.Interval {
 		t.write(ctx, tp, now)
 	}
 }

@@ -292,6 +292,16 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 	if got := r.TrendingStats().RowsWritten.Load(); got != 4 { // us and global, twice
 		t.Errorf("rows written = %d, want 4", got)
 	}
+	// A flush in two messages: the interval has passed at the first, but
+	// its lists come with the second, so only the second writes.
+	now = now.Add(10 * time.Second)
+	b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 4, FlushedAt: now, Sums: []partial.Sum{sum("x", 1)}, More: true}
+	if err := r.Handle(ctx, 4, partial.Append(nil, b)); err != nil {
+		t.Fatal(err)
+	}
+	wantItems(t, "after the first message of a flush", read(), []store.TrendingItem{ti("x", 7, 0)})
+	send(5, 8)
+	wantItems(t, "after its last message", read(), []store.TrendingItem{ti("x", 8, 0)})
 }
 
 // TestTrendingRestartDelaysExact: a rollup that starts after flushes a
