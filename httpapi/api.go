@@ -31,7 +31,7 @@ type Service interface {
 	// when there is none.
 	GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error)
 	// GetReactions returns the rows found among contentIDs, keyed by content
-	// id. contentIDs may repeat an id.
+	// id. contentIDs may repeat an id; the slice is reused after the call.
 	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error)
 	// Increment applies every increment or none. incs and its strings are
 	// valid only during the call: the slice is reused afterwards and the
@@ -39,7 +39,10 @@ type Service interface {
 	// keeps a string (e.g. as a map key) must strings.Clone it.
 	Increment(ctx context.Context, incs []region.Increment) error
 	// Counts returns every scope row (global and per region) of each of
-	// contentIDs; ids without rows are absent. contentIDs may repeat an id.
+	// contentIDs; ids without rows are absent. contentIDs may repeat an id;
+	// the slice is reused after the call and its strings may share memory
+	// with the request, so an implementation that keeps one (e.g. as a
+	// cache key) must strings.Clone it.
 	Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
 	// Ready returns nil when every dependency is reachable.
 	Ready(ctx context.Context) error
@@ -85,8 +88,11 @@ type api struct {
 	scopeList  string          // the same, for messages
 	trending   map[string]bool // counters with trending lists
 	retryAfter string
+	tooLarge   *apiError // the 413 of a body over MaxBodyBytes
 	bufs       sync.Pool // *[]byte
 	incs       sync.Pool // *[]region.Increment
+	ids        sync.Pool // *[]string, content_id lists of reads
+	writers    sync.Pool // *respWriter
 }
 
 // New returns the API's handler. metrics is served at GET /metrics; the
@@ -120,6 +126,8 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		scopes:     map[string]bool{store.GlobalScope: true},
 		scopeList:  store.GlobalScope + ", " + strings.Join(cfg.Regions, ", "),
 		retryAfter: strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
+		tooLarge: &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
+			msg: "body is larger than " + strconv.FormatInt(cfg.MaxBodyBytes, 10) + " bytes"},
 	}
 	for _, r := range cfg.Regions {
 		a.scopes[r] = true
@@ -130,6 +138,8 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 	}
 	a.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	a.incs.New = func() any { s := make([]region.Increment, 0, 128); return &s }
+	a.ids.New = func() any { s := make([]string, 0, 16); return &s }
+	a.writers.New = func() any { return new(respWriter) }
 
 	routes := []struct {
 		pattern string
@@ -174,7 +184,8 @@ func routed(h http.Handler) http.Handler {
 // panics and records metrics.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rw := &respWriter{w: w, r: r}
+	rw := a.writers.Get().(*respWriter)
+	*rw = respWriter{w: w, r: r}
 	defer func() {
 		p := recover()
 		abort := p != nil && (p == http.ErrAbortHandler || rw.wrote)
@@ -186,6 +197,12 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			pattern = r.Pattern
 		}
 		a.m.route(pattern).observe(rw.code(), time.Since(start).Seconds())
+		// A handler may have kept w only if it panicked (the server
+		// then drops the connection); otherwise it is done with it.
+		if p == nil {
+			*rw = respWriter{}
+			a.writers.Put(rw)
+		}
 		if abort {
 			// The answer has started: cut the connection so the client
 			// cannot take a truncated answer for a whole one.
@@ -351,6 +368,16 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (a *api) getBuf() *[]byte { return a.bufs.Get().(*[]byte) }
 
+// getIDs returns a pooled content_id list. The Service does not keep the
+// list (only, when it must, clones of its strings).
+func (a *api) getIDs() *[]string { return a.ids.Get().(*[]string) }
+
+func (a *api) putIDs(ip *[]string) {
+	clear(*ip) // do not pin request URLs from the pool
+	*ip = (*ip)[:0]
+	a.ids.Put(ip)
+}
+
 func (a *api) putBuf(bp *[]byte) {
 	if cap(*bp) <= maxPooledBuf {
 		*bp = (*bp)[:0]
@@ -384,9 +411,7 @@ func checkContentType(r *http.Request) *apiError {
 
 // readBody reads the request body into *bp, within Config.MaxBodyBytes.
 func (a *api) readBody(w http.ResponseWriter, r *http.Request, bp *[]byte) ([]byte, *apiError) {
-	max := a.cfg.MaxBodyBytes
-	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
-		msg: "body is larger than " + strconv.FormatInt(max, 10) + " bytes"}
+	max, tooLarge := a.cfg.MaxBodyBytes, a.tooLarge
 	if r.ContentLength > max {
 		return nil, tooLarge
 	}
@@ -434,9 +459,9 @@ const (
 )
 
 // query parses and validates r's query string, accepting only the
-// parameters in allow.
-func (a *api) query(r *http.Request, allow int) (queryParams, *apiError) {
-	q := queryParams{scope: store.GlobalScope}
+// parameters in allow. content_id values are appended to ids[:0].
+func (a *api) query(r *http.Request, allow int, ids []string) (queryParams, *apiError) {
+	q := queryParams{ids: ids[:0], scope: store.GlobalScope}
 	seenRegion := false
 	e := eachParam(r.URL.RawQuery, func(k, v string) *apiError {
 		switch {
@@ -446,9 +471,6 @@ func (a *api) query(r *http.Request, allow int) (queryParams, *apiError) {
 			}
 			if !store.ValidID(v) {
 				return badField("content_id["+strconv.Itoa(len(q.ids))+"]", msgID)
-			}
-			if q.ids == nil {
-				q.ids = make([]string, 0, 16)
 			}
 			q.ids = append(q.ids, v)
 		case k == "region" && allow&allowRegion != 0:
@@ -505,7 +527,7 @@ func (a *api) readPost(w http.ResponseWriter, r *http.Request, bp *[]byte) ([]by
 	if e := checkContentType(r); e != nil {
 		return nil, e
 	}
-	if _, e := a.query(r, 0); e != nil {
+	if _, e := a.query(r, 0, nil); e != nil {
 		return nil, e
 	}
 	return a.readBody(w, r, bp)
@@ -563,9 +585,10 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.m.increments.Add(float64(n))
-	var out [32]byte
-	body = strconv.AppendInt(append(out[:0], `{"accepted":`...), int64(n), 10)
-	writeJSON(w, http.StatusAccepted, append(body, '}'))
+	bp = a.getBuf()
+	*bp = append(strconv.AppendInt(append((*bp)[:0], `{"accepted":`...), int64(n), 10), '}')
+	writeJSON(w, http.StatusAccepted, *bp)
+	a.putBuf(bp)
 }
 
 func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
@@ -577,7 +600,7 @@ func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
 	case !store.ValidID(contentID):
 		e = badField("content_id", msgID)
 	default:
-		_, e = a.query(r, 0)
+		_, e = a.query(r, 0, nil)
 	}
 	if e != nil {
 		a.writeError(w, e)
@@ -600,7 +623,10 @@ func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, badField("user_id", msgID))
 		return
 	}
-	q, e := a.query(r, allowIDs)
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.query(r, allowIDs, *ip)
+	*ip = q.ids
 	if e != nil {
 		a.writeError(w, e)
 		return
@@ -630,12 +656,15 @@ func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, badField("content_id", msgID))
 		return
 	}
-	q, e := a.query(r, allowRegion)
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.query(r, allowRegion, nil)
 	if e != nil {
 		a.writeError(w, e)
 		return
 	}
-	rows, err := a.svc.Counts(r.Context(), []string{contentID})
+	*ip = append((*ip)[:0], contentID)
+	rows, err := a.svc.Counts(r.Context(), *ip)
 	if err != nil {
 		a.serviceError(w, r, err)
 		return
@@ -647,7 +676,10 @@ func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
-	q, e := a.query(r, allowIDs|allowRegion)
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.query(r, allowIDs|allowRegion, *ip)
+	*ip = q.ids
 	if e != nil {
 		a.writeError(w, e)
 		return

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -152,23 +153,32 @@ func appendCounts(dst []byte, contentID, scope string, st *store.Stats) []byte {
 	dst = append(dst, `,"dislikes":`...)
 	dst = strconv.AppendInt(dst, st.Dislikes, 10)
 	dst = append(dst, `,"counters":{`...)
-	var keysBuf [8]string
-	keys := keysBuf[:0]
-	for k := range st.Counters {
-		keys = append(keys, k)
+	// One pass over the map (no second lookup per name), sorted by name.
+	var buf [8]namedCount
+	cs := buf[:0]
+	for k, v := range st.Counters {
+		cs = append(cs, namedCount{k, v})
 	}
-	slices.Sort(keys)
-	for i, k := range keys {
+	if len(cs) > 1 {
+		slices.SortFunc(cs, func(x, y namedCount) int { return strings.Compare(x.name, y.name) })
+	}
+	for i, c := range cs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, k)
+		dst = appendString(dst, c.name)
 		dst = append(dst, ':')
-		dst = strconv.AppendInt(dst, st.Counters[k], 10)
+		dst = strconv.AppendInt(dst, c.value, 10)
 	}
 	dst = append(dst, `},"updated_at":`...)
 	dst = appendTime(dst, st.UpdatedAt)
 	return append(dst, '}')
+}
+
+// namedCount is one named counter of a row.
+type namedCount struct {
+	name  string
+	value int64
 }
 
 // scopeRow returns the row of scope among rows, or nil.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -231,23 +233,19 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", handler)
+	var cluster http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "this agent runs no gossip (set gossip.bind)")
+	})
 	if n.gossip != nil {
-		mux.Handle("GET /v1/cluster", n.gossip.ClusterHandler())
-	} else {
-		mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprintln(w, `{"error":"this agent runs no gossip (set gossip.bind)"}`)
-		})
+		cluster = n.gossip.ClusterHandler()
 	}
+	var admin http.Handler
 	if n.recount != nil {
 		// The in-process rollup's admin routes (keep the address private).
-		mux.Handle("/admin/", httpapi.NewAdmin(n.recount, logger))
+		admin = httpapi.NewAdmin(n.recount, logger)
 	}
 	n.httpSrv = &http.Server{
-		Handler:           mux,
+		Handler:           routes(handler, cluster, admin),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -267,6 +265,35 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	logger.Info("started", "component", "edge-agent", "mode", mode, "region", cfg.Region,
 		"agent", cfg.Agent.ID, "http", n.Addr(), "partitions", cfg.Partitions)
 	return n, nil
+}
+
+// routes sends /v1/cluster to cluster, /admin/… to admin (when not nil)
+// and everything else to the API, which answers its own 404s and the 400
+// of a non-canonical path (an http.ServeMux in front would redirect those).
+func routes(api, cluster, admin http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/v1/cluster":
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				writeJSONError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed")
+				return
+			}
+			cluster.ServeHTTP(w, r)
+		case admin != nil && strings.HasPrefix(p, "/admin/"):
+			admin.ServeHTTP(w, r)
+		default:
+			api.ServeHTTP(w, r)
+		}
+	})
+}
+
+// writeJSONError answers status with {"error": msg}.
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
 }
 
 // rollupHandler adapts the rollup to the consumer: a message that can

@@ -296,3 +296,43 @@ func TestStartFailureReleasesEverything(t *testing.T) {
 	n := startTestNode(t, dir, time.Second) // store and broker were released
 	shutdown(t, n)
 }
+
+// TestStandaloneRoutes: the process's routes in front of the API leave the
+// API's own answers alone (a non-canonical path is its JSON 400, not a
+// redirect), serve the admin routes of the in-process rollup, and answer
+// /v1/cluster without gossip with a JSON 404 (405 for other methods).
+func TestStandaloneRoutes(t *testing.T) {
+	n := startTestNode(t, t.TempDir(), time.Second)
+	defer shutdown(t, n)
+	base := "http://" + n.Addr()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tests := []struct {
+		method, path string
+		status       int
+		body         string // a part of the JSON answer
+	}{
+		{"GET", "/v1/counts//x", 400, `"field":"path"`},
+		{"GET", "/v1/counts/../v1/counts/x", 400, `"field":"path"`},
+		{"GET", "/v1/cluster", 404, `"error":"this agent runs no gossip`},
+		{"POST", "/v1/cluster", 405, `"error":"method POST is not allowed"`},
+		{"POST", "/admin/recount?id=nothing-here", 200, `"status":"unknown"`},
+		{"GET", "/v1/nothing", 404, `"error"`},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest(tt.method, base+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.body) ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s = %d %q (%s); want %d with %s in JSON", tt.method, tt.path, resp.StatusCode, body,
+				resp.Header.Get("Content-Type"), tt.status, tt.body)
+		}
+	}
+}
