@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
 
@@ -196,10 +195,9 @@ func parseRecount(w http.ResponseWriter, r *http.Request) (ids []string, opts ro
 		if len(ids) == 0 {
 			listField = "ids"
 		}
-		if ct := r.Header.Get("Content-Type"); ct != "" {
-			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				return nil, opts, "Content-Type", http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: want application/json", ct)
-			}
+		// The API's rule: JSON, or curl -d's form label on a JSON body.
+		if e := checkContentType(r); e != nil {
+			return nil, opts, e.field, e.status, e.msg
 		}
 		var req recountRequest
 		dec := json.NewDecoder(bytes.NewReader(raw))

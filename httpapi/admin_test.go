@@ -94,6 +94,7 @@ func TestAdminRecountBadInput(t *testing.T) {
 		{"allow_lower twice", http.MethodPost, "/admin/recount?allow_lower=true", "application/json", `{"ids":["drifted"],"allow_lower":true}`, 400, "allow_lower"},
 		{"unknown parameter", http.MethodPost, "/admin/recount?ids=drifted", "", "", 400, "ids"},
 		{"content type", http.MethodPost, "/admin/recount", "text/plain", `{"ids":["drifted"]}`, 415, "Content-Type"},
+		{"json with a foreign charset", http.MethodPost, "/admin/recount", "application/json; charset=latin1", `{"ids":["drifted"]}`, 415, "Content-Type"},
 		{"oversized", http.MethodPost, "/admin/recount", "application/json", `{"ids":["` + strings.Repeat("x", maxAdminBody) + `"]}`, 413, "body"},
 	}
 	for _, tt := range tests {
@@ -171,5 +172,10 @@ func TestAdminRecount(t *testing.T) {
 	status, _, body = f.do(t, http.MethodPost, "/admin/recount?id=drifted&allow_lower=false", "", "")
 	if status != http.StatusOK || !strings.Contains(body, `"status":"clean"`) {
 		t.Fatalf("second recount = %d %s; want 200 and clean", status, body)
+	}
+	// What curl -d sends (the README's example): a JSON body labelled as a form.
+	status, _, body = f.do(t, http.MethodPost, "/admin/recount", "application/x-www-form-urlencoded", `{"ids":["drifted"]}`)
+	if status != http.StatusOK || !strings.Contains(body, `"status":"clean"`) {
+		t.Fatalf("recount with curl's content type = %d %s; want 200 and clean", status, body)
 	}
 }
