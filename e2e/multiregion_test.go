@@ -167,7 +167,10 @@ func waitTrending(t *testing.T, base, query string, ok func(trendingList) bool) 
 // global trending merges them; killing one agent (after its flush) and one
 // rollup loses no acknowledged write, and the survivors keep serving.
 func TestThreeRegions(t *testing.T) {
+	began := time.Now()
 	eps, dir, run, base, system := localSystem(t)
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), what) }
+	phase("local.sh up")
 	regions := []string{"us-east", "eu-west", "ap-south"}
 	shared := run + "-shared"
 	hot := func(r string) string { return run + "-hot-" + r }
@@ -210,6 +213,7 @@ func TestThreeRegions(t *testing.T) {
 	for _, scope := range append([]string{"global"}, regions...) {
 		waitCounts(t, eps.Regions["ap-south"][1], shared, scope, *want[scope])
 	}
+	phase("totals converged")
 
 	// Regional trending, answered by an agent of the region from its own
 	// and its gossip peer's summaries: the region's own hot item leads.
@@ -218,6 +222,7 @@ func TestThreeRegions(t *testing.T) {
 			return len(l.Items) > 0 && l.Items[0].ContentID == hot(r) && l.Items[0].Count >= int64(150*(i+1))
 		})
 	}
+	phase("regional trending checked")
 	// Global trending merges the regions: ap-south's hot item (450 views)
 	// leads, then eu-west's (300), then us-east's (150).
 	waitTrending(t, eps.Regions["us-east"][0], "region=global&counter=view&window=5m&k=3", func(l trendingList) bool {
@@ -232,6 +237,7 @@ func TestThreeRegions(t *testing.T) {
 		}
 		return true
 	})
+	phase("trending checked")
 	// Gossip: each agent sees its region's peer and no other region's.
 	_, body := get(t, eps.Regions["eu-west"][0]+"/v1/cluster")
 	var cluster struct {
@@ -269,6 +275,7 @@ func TestThreeRegions(t *testing.T) {
 		}
 	}
 
+	phase("agent and rollup killed")
 	// The survivors keep serving: more writes in every region, and the
 	// surviving rollup takes over the dead one's partitions.
 	for _, r := range regions {
@@ -278,6 +285,7 @@ func TestThreeRegions(t *testing.T) {
 	for _, scope := range append([]string{"global"}, regions...) {
 		waitCounts(t, eps.Regions["eu-west"][0], shared, scope, *want[scope])
 	}
+	phase("totals converged after the kills")
 	var sum counts
 	sum.Counters = map[string]int64{}
 	for _, r := range regions {

@@ -144,7 +144,42 @@ func (r *Rollup) ForgetTrending(p uint32) {
 		tp.mu.Lock()
 		t.stats.Candidates.Add(-tp.cands)
 		tp.cands = 0
+		tp.gone = true
 		tp.mu.Unlock()
+	}
+}
+
+// RunTrending writes, every Interval until ctx ends, the lists of the
+// partitions that counted messages since their last write. A partition
+// also writes when a message arrives after Interval, but its last
+// messages before a quiet spell would otherwise wait for the next one
+// (an agent re-ships its lists once a minute).
+func (r *Rollup) RunTrending(ctx context.Context) {
+	if r.trend == nil {
+		return
+	}
+	t := r.trend
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.mu.Lock()
+		parts := make([]*trendPart, 0, len(t.parts))
+		for _, tp := range t.parts {
+			parts = append(parts, tp)
+		}
+		t.mu.Unlock()
+		for _, tp := range parts {
+			tp.mu.Lock()
+			if now := t.now(); tp.dirty && now.Sub(tp.lastWrite) >= t.cfg.Interval {
+				t.write(ctx, tp, now) //nolint:errcheck // counted and logged by write
+			}
+			tp.mu.Unlock()
+		}
 	}
 }
 
@@ -216,6 +251,12 @@ type trendPart struct {
 	groups    map[groupKey]*trendGroup
 	rows      map[rowID]bool // lists stored non-empty by the last write
 	cands     int64          // exact counters, for the gauge
+	// dirty: messages were counted (or a write failed) since the last
+	// write; RunTrending writes such a partition once Interval has passed.
+	dirty bool
+	// gone: ForgetTrending dropped the partition; nothing writes it any
+	// more (another rollup may own it now).
+	gone bool
 }
 
 // clockSkew is how far an agent's clock may run ahead of the rollup's.
@@ -279,6 +320,7 @@ func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 		return
 	}
 	tp.lastSeq = seq
+	tp.dirty = true
 	now := t.now()
 	at := b.FlushedAt.UnixMilli()
 	if b.FlushedAt.IsZero() {
@@ -373,8 +415,11 @@ func (t *trender) writeAll(ctx context.Context) error {
 // write recomputes and stores the partition's lists; tp.mu is held. A
 // failed store write is counted and left for the next write.
 func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error {
+	if tp.gone {
+		return nil
+	}
 	start := time.Now()
-	tp.lastWrite = now
+	tp.lastWrite, tp.dirty = now, false
 	rows := t.compute(tp)
 	t.stats.ComputeNanos.Add(uint64(time.Since(start)))
 	var errs []error
@@ -385,6 +430,7 @@ func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error
 			// Written again by the next write, even if it is empty by
 			// then: the store may still hold an older, non-empty list.
 			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+			tp.dirty = true
 			continue
 		}
 		t.stats.RowsWritten.Add(1)

@@ -417,3 +417,59 @@ func TestTrendingRewritesFailedRows(t *testing.T) {
 	us, _ = g.rows("us", "view", "5m")
 	wantItems(t, "5m after a failed write and a good one", us, nil)
 }
+
+// TestRunTrendingWritesQuietPartitions: the last lists before a quiet
+// spell are stored by RunTrending once Interval has passed, without
+// waiting for another message; a partition handed away is not written.
+func TestRunTrendingWritesQuietPartitions(t *testing.T) {
+	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := rollup.New(st, nil, nil)
+	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: 100 * time.Millisecond}, st); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.RunTrending(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	send := func(seq uint64, count int64) {
+		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: time.Now(), Tops: []partial.TopList{list("5m", 0, item("x", count, 0))}}
+		if err := r.Handle(ctx, seq, partial.Append(nil, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []store.TrendingItem {
+		tr, _, err := st.GetTrending(ctx, store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Items
+	}
+	waitList := func(what string, want []store.TrendingItem) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !slices.Equal(read(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: list = %v, want %v", what, read(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	send(1, 5) // written at once
+	send(2, 6) // within the interval: left for RunTrending
+	waitList("after a quiet interval", []store.TrendingItem{ti("x", 6, 0)})
+
+	r.ForgetTrending(0)
+	if err := st.PutTrending(ctx, store.Trending{TrendingKey: store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"},
+		AsOf: time.Now(), Items: []store.TrendingItem{ti("y", 1, 0)}}); err != nil { // the next owner's list
+		t.Fatal(err)
+	}
+	if err := r.WriteTrending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // three intervals of RunTrending
+	wantItems(t, "a partition handed away", read(), []store.TrendingItem{ti("y", 1, 0)})
+}

@@ -146,7 +146,11 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 		}
 		rctx, rcancel := context.WithCancel(context.Background())
 		n.stopRollup = rcancel
-		n.wg.Add(2)
+		n.wg.Add(3)
+		go func() {
+			defer n.wg.Done()
+			ru.RunTrending(rctx)
+		}()
 		go func() {
 			defer n.wg.Done()
 			if err := n.consumer.Run(rctx, n.parts, rollupHandler(n.recount)); err != nil {

@@ -236,10 +236,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS.URL, owned)
 	}
 
-	// The recount job runs beside the consumer and stops with it.
+	// The recount job and the trending writer run beside the consumer and
+	// stop with it.
 	rctx, stopRecount := context.WithCancel(ctx)
-	recountDone := make(chan error, 1)
+	recountDone, trendingDone := make(chan error, 1), make(chan struct{})
 	go func() { recountDone <- rc.Run(rctx) }()
+	go func() { defer close(trendingDone); ru.RunTrending(rctx) }()
 	// The consumer runs until ctx ends; a message being applied when the
 	// signal arrives is finished or left unacknowledged for redelivery.
 	runErr := consume(ctx, func(ctx context.Context, seq uint64, data []byte) error {
@@ -250,6 +252,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	})
 	stopRecount()
+	<-trendingDone
 	if group == nil {
 		// The last trending lists of the partitions applied since the
 		// last periodic write (a group member wrote each partition's as
