@@ -132,12 +132,16 @@ type NATS struct {
 	Stream        string `yaml:"stream"`
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Durable prefixes the rollup's consumer names (default "rollup").
-	Durable   string `yaml:"durable"`
-	CredsFile string `yaml:"creds_file"`
-	NKeyFile  string `yaml:"nkey_file"`
-	CAFile    string `yaml:"ca_file"`
-	CertFile  string `yaml:"cert_file"`
-	KeyFile   string `yaml:"key_file"`
+	Durable string `yaml:"durable"`
+	// AckWait is how long the broker waits for a rollup's ack before it
+	// hands the message to another (default 30s): with shared partitions
+	// it bounds the handover of a partition whose rollup died mid-message.
+	AckWait   time.Duration `yaml:"ack_wait"`
+	CredsFile string        `yaml:"creds_file"`
+	NKeyFile  string        `yaml:"nkey_file"`
+	CAFile    string        `yaml:"ca_file"`
+	CertFile  string        `yaml:"cert_file"`
+	KeyFile   string        `yaml:"key_file"`
 }
 
 // Redis says how to reach the shard directory. An empty Addr means the
@@ -289,6 +293,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_NATS_STREAM", &c.NATS.Stream)
 	str("EDGECOUNT_NATS_SUBJECT_PREFIX", &c.NATS.SubjectPrefix)
 	str("EDGECOUNT_NATS_DURABLE", &c.NATS.Durable)
+	dur("EDGECOUNT_NATS_ACK_WAIT", &c.NATS.AckWait)
 	str("EDGECOUNT_ROLLUP_MEMBER_ID", &c.Rollup.MemberID)
 	dur("EDGECOUNT_ROLLUP_MEMBER_TTL", &c.Rollup.MemberTTL)
 	str("EDGECOUNT_GOSSIP_BIND", &c.Gossip.Bind)
@@ -494,6 +499,9 @@ func (c Config) ConsumerConfig(logger *slog.Logger) natsjs.ConsumerConfig {
 	cc.Stream = c.StreamConfig()
 	if c.NATS.Durable != "" {
 		cc.Durable = c.NATS.Durable
+	}
+	if c.NATS.AckWait != 0 {
+		cc.AckWait = c.NATS.AckWait
 	}
 	cc.Logger = logger
 	return cc

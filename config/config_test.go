@@ -75,7 +75,7 @@ func TestBadFixtures(t *testing.T) {
 		{"bad-mixed.yaml", RoleRollup, []string{"the rollup needs an external NATS"}},
 		{"missing.yaml", RoleAgent, []string{"cannot read config"}},
 		{"bad-gossip.yaml", RoleAgent, []string{`gossip.bind "7946"`, "turbo", "key file"}},
-		{"bad-gossip.yaml", RoleRollup, []string{"rollup:", "bad id!"}},
+		{"bad-gossip.yaml", RoleRollup, []string{"rollup:", "bad id!", "ack wait -1s"}},
 		{"bad-gossip-standalone.yaml", RoleAgent, []string{"gossip.bind: gossip joins a region's agents"}},
 	}
 	for _, tt := range tests {
@@ -108,6 +108,7 @@ func TestGossipAndGroup(t *testing.T) {
 	err := c.ApplyEnv(env(map[string]string{
 		"EDGECOUNT_GOSSIP_BIND": "127.0.0.1:7946", "EDGECOUNT_GOSSIP_SEEDS": "127.0.0.1:7947,127.0.0.1:7948",
 		"EDGECOUNT_GOSSIP_PROFILE": "local", "EDGECOUNT_ROLLUP_MEMBER_ID": "r1", "EDGECOUNT_ROLLUP_MEMBER_TTL": "2s",
+		"EDGECOUNT_NATS_ACK_WAIT": "10s",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestGossipAndGroup(t *testing.T) {
 	if err := c.Finish(RoleRollup); err != nil {
 		t.Fatal(err)
 	}
-	if g := c.GroupConfig(nil); g.MemberID != "r1" || g.MemberTTL != 2*time.Second {
+	if g := c.GroupConfig(nil); g.MemberID != "r1" || g.MemberTTL != 2*time.Second || g.Consumer.AckWait != 10*time.Second {
 		t.Fatalf("group config = %+v", g)
 	}
 }
