@@ -10,11 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	redisdir "github.com/edgecount/edgecount/directory/redis"
 )
 
 // endpoints is deploy/regions/.local/endpoints.json.
@@ -115,6 +118,16 @@ func freeBase(t *testing.T) int {
 	}
 	t.Fatal("no free port range for local.sh")
 	return 0
+}
+
+// redisAddrOf returns the Redis address among the system's settings.
+func redisAddrOf(system []string) string {
+	for _, kv := range system {
+		if v, ok := strings.CutPrefix(kv, "EDGECOUNT_REDIS_ADDR="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // pidOf returns the pid local.sh recorded for a process.
@@ -238,6 +251,30 @@ func TestThreeRegions(t *testing.T) {
 		return true
 	})
 	phase("trending checked")
+	// Hot counters: each region's agents give its hot item more shards in
+	// the region's Redis directory (the default rule: top 10 over 5m → 64
+	// shards); another region's hot item keeps one there.
+	for _, r := range regions {
+		rc := redisdir.DefaultConfig()
+		rc.Addr, rc.Region = redisAddrOf(system), r
+		dir, err := redisdir.New(context.Background(), rc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for dir.Shards(hot(r), "view") != 64 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's hot item has %d shards in its directory, want 64", r, dir.Shards(hot(r), "view"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		other := hot(regions[(slices.Index(regions, r)+1)%len(regions)])
+		if got := dir.Shards(other, "view"); got != 1 {
+			t.Errorf("another region's hot item has %d shards in %s's directory, want 1", got, r)
+		}
+		dir.Close()
+	}
+	phase("hot counters checked")
 	// Gossip: each agent sees its region's peer and no other region's.
 	_, body := get(t, eps.Regions["eu-west"][0]+"/v1/cluster")
 	var cluster struct {
