@@ -75,9 +75,10 @@
 // a later one must not.
 //
 // The job checks what it can see of assumption A: it defers every repair
-// while a message failed to apply within the last Quiet (it is being
-// retried, its deltas in flight), or while the newest message applied in
-// the last Quiet was flushed more than Quiet before. It cannot see deltas
+// while the last message failed to apply and none has been applied since
+// (it is being retried, its deltas in flight), or when, from Quiet before
+// the count until the repair, a message failed or one was applied more
+// than Quiet after its flush. It cannot see deltas
 // held longer than Quiet by an agent that cannot reach the broker (its
 // outbox keeps them): a repair of the same item during such an outage counts
 // them twice when the outbox drains. Set Quiet above the longest broker

@@ -244,6 +244,10 @@ type Recounter struct {
 	// lastApply and lastFail are when Handle last applied a message and
 	// last failed to (Unix nanoseconds).
 	lastApply, lastFail atomic.Int64
+	// failing: the last message Handle saw failed to apply and none has
+	// been applied since, so its deltas are still in flight (the broker
+	// redelivers it, however long its retry backoff).
+	failing atomic.Bool
 
 	passMu sync.Mutex // one pass at a time; guards cursor
 	cursor string
@@ -284,23 +288,33 @@ func (rc *Recounter) Handle(ctx context.Context, seq uint64, data []byte) error 
 	switch {
 	case err == nil:
 		rc.lastApply.Store(time.Now().UnixNano())
+		rc.failing.Store(false)
 	case !errors.Is(err, ErrPoison):
 		rc.lastFail.Store(time.Now().UnixNano())
+		rc.failing.Store(true)
 	}
 	return err
 }
 
-// behind reports why repairs must wait, or "" when they need not: a
-// message failed to apply within the last Quiet (it is retried, and its
-// deltas are in flight meanwhile), or the newest message applied within the
-// last Quiet was flushed more than Quiet before. Either way deltas may be
-// in flight for longer than Quiet.
-func (rc *Recounter) behind() string {
-	if since := time.Since(time.Unix(0, rc.lastFail.Load())); since < rc.cfg.Quiet {
-		return fmt.Sprintf("pipeline behind: a message failed to apply %v ago (quiet is %v)", since.Round(time.Millisecond), rc.cfg.Quiet)
+// behind reports why repairs of items counted at countedAt must wait, or
+// "" when they need not: a message failed to apply and none has been
+// applied since (its deltas are in flight, however long its retry backoff
+// is), or one failed since Quiet before the count, or a message applied
+// since Quiet before the count had been flushed more than Quiet before it
+// was applied. In each case deltas may be in flight for longer than Quiet.
+// Measuring from the count, not from now, keeps an event just before the
+// count from slipping out of the window while the repair waits.
+func (rc *Recounter) behind(countedAt time.Time) string {
+	if rc.failing.Load() {
+		return "pipeline behind: a message failed to apply and none has been applied since"
+	}
+	from := countedAt.Add(-rc.cfg.Quiet).UnixNano()
+	if f := rc.lastFail.Load(); f >= from {
+		return fmt.Sprintf("pipeline behind: a message failed to apply %v before the count (quiet is %v)",
+			countedAt.Sub(time.Unix(0, f)).Round(time.Millisecond), rc.cfg.Quiet)
 	}
 	lag := time.Duration(rc.ru.stats.LagMillis.Load()) * time.Millisecond
-	if lag > rc.cfg.Quiet && time.Since(time.Unix(0, rc.lastApply.Load())) < rc.cfg.Quiet {
+	if lag > rc.cfg.Quiet && rc.lastApply.Load() >= from {
 		return fmt.Sprintf("pipeline behind: the newest message was applied %v after its flush (quiet is %v)", lag, rc.cfg.Quiet)
 	}
 	return ""
@@ -491,7 +505,7 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 	}
 	// 4. ...then repair the items whose rows did not change meanwhile,
 	// with no message applied between that check and the write.
-	if err := rc.repair(ctx, results, cands); err != nil {
+	if err := rc.repair(ctx, results, cands, countedAt); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -547,14 +561,14 @@ func unrepairedReason(rows int) string {
 
 // repair re-reads the candidates' rows under the apply lock and writes
 // the repairs of those that did not change since they were counted.
-func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []candidate) error {
+func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []candidate, countedAt time.Time) error {
 	ids := make([]string, len(cands))
 	for k, c := range cands {
 		ids[k] = results[c.i].ContentID
 	}
 	now := rc.ru.now()
 	rc.apply.Lock()
-	behind := rc.behind()
+	behind := rc.behind(countedAt)
 	current, err := rc.st.ReadStats(ctx, ids)
 	var (
 		writes []store.Stats

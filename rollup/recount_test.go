@@ -442,9 +442,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // behind, gets no repair; the drift is left for a later pass.
 func TestRecountLeavesMovingTotals(t *testing.T) {
 	// The quiet period only has to outlast fn, which runs right after the
-	// count; 5 s leaves room for a loaded machine (2 s was once too short
-	// under -race with every package's tests running at once).
-	const quiet = 5 * time.Second
+	// count; 2 s leaves room for a slow machine.
+	const quiet = 2 * time.Second
 	msg := func(id string, flushed time.Time) []byte {
 		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
 			Sums: []partial.Sum{{ContentID: id, Counter: store.CounterLike, Region: "us", Delta: 1}}})
@@ -827,5 +826,62 @@ func TestHandleWaitsForRepair(t *testing.T) {
 	}
 	if got := rc.ru.Stats().Messages.Load(); got != 1 {
 		t.Fatalf("messages applied = %d; want 1", got)
+	}
+}
+
+// TestRecountDefersAfterTroubleJustBeforeTheCount: a failed apply or a
+// late message just before an item is counted defers its repair too, not
+// only one during the quiet period: the window is measured from the count,
+// and a failed message keeps repairs deferred until a message applies.
+func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
+	const quiet = time.Second
+	msg := func(id string, flushed time.Time) []byte {
+		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
+			Sums: []partial.Sum{{ContentID: id, Counter: store.CounterLike, Region: "us", Delta: 1}}})
+	}
+	tests := []struct {
+		name       string
+		before     func(t *testing.T, rc *Recounter)
+		wantReason string
+	}{
+		{"late message", func(t *testing.T, rc *Recounter) {
+			if err := rc.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
+				t.Fatal(err)
+			}
+		}, "was applied"},
+		{"failed apply", func(t *testing.T, rc *Recounter) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			if err := rc.Handle(ctx, 100, msg("y", time.Now())); err == nil {
+				t.Fatal("Handle with a cancelled context succeeded")
+			}
+			// Well past the quiet period: still not applied since.
+			time.Sleep(2 * quiet)
+		}, "none has been applied since"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := openEmbedded(t)
+			rc := newTestRecounter(t, st, testRecountConfig(quiet))
+			insertReactions(t, st, "x", []reaction{{"u1", "us", store.ActionLike}})
+			if err := st.WriteStats(t.Context(), []store.Stats{
+				{ContentID: "x", Scope: store.GlobalScope, Likes: 10, LastSeq: 5},
+				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			tt.before(t, rc)
+			res, err := rc.Recount(t.Context(), []string{"x"}, RecountOptions{})
+			if err != nil || len(res) != 1 {
+				t.Fatalf("Recount = %+v, %v", res, err)
+			}
+			if res[0].Status != ItemDeferred || !strings.Contains(res[0].Reason, tt.wantReason) {
+				t.Fatalf("result = %+v; want deferred because %q", res[0], tt.wantReason)
+			}
+			if got := tallies(t, st, "x")[store.GlobalScope].Likes; got != 10 {
+				t.Fatalf("global likes = %d; want 10 (untouched by the recount)", got)
+			}
+		})
 	}
 }
