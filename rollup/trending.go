@@ -122,8 +122,6 @@ func (r *Rollup) WriteTrendingPartition(ctx context.Context, p uint32) error {
 	if tp == nil {
 		return nil
 	}
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
 	return t.write(ctx, tp, t.now())
 }
 
@@ -146,6 +144,10 @@ func (r *Rollup) ForgetTrending(p uint32) {
 		tp.cands = 0
 		tp.gone = true
 		tp.mu.Unlock()
+		// A store of its lists already under way ends before this
+		// returns (put checks gone before every row).
+		tp.wmu.Lock()
+		tp.wmu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 	}
 }
 
@@ -175,10 +177,17 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 		t.mu.Unlock()
 		for _, tp := range parts {
 			tp.mu.Lock()
-			if now := t.now(); tp.dirty && now.Sub(tp.lastWrite) >= t.cfg.Interval {
-				t.write(ctx, tp, now) //nolint:errcheck // counted and logged by write
+			now := t.now()
+			w := tp.dirty && now.Sub(tp.lastWrite) >= t.cfg.Interval
+			var rows []store.Trending
+			var gen uint64
+			if w {
+				rows, gen, w = t.prepare(tp, now)
 			}
 			tp.mu.Unlock()
+			if w {
+				t.put(ctx, tp, rows, gen) //nolint:errcheck // counted and logged by put
+			}
 		}
 	}
 }
@@ -257,6 +266,13 @@ type trendPart struct {
 	// gone: ForgetTrending dropped the partition; nothing writes it any
 	// more (another rollup may own it now).
 	gone bool
+	// gen numbers the computed sets of lists; putGen is the newest one
+	// stored (or being stored), under wmu. Lists are computed under mu and
+	// stored under wmu only, so a slow store never holds up the apply of
+	// messages, and an older set is never stored after a newer one.
+	gen    uint64
+	wmu    sync.Mutex
+	putGen uint64
 }
 
 // clockSkew is how far an agent's clock may run ahead of the rollup's.
@@ -314,10 +330,19 @@ func (t *trender) part(p uint32) *trendPart {
 func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 	tp := t.part(b.Partition)
 	tp.mu.Lock()
-	defer tp.mu.Unlock()
+	rows, gen, w := t.applyLocked(tp, seq, b)
+	tp.mu.Unlock()
+	if w {
+		t.put(ctx, tp, rows, gen) //nolint:errcheck // counted and logged by put
+	}
+}
+
+// applyLocked is apply under tp.mu; it returns the lists to store when
+// Interval has passed since the last write.
+func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]store.Trending, uint64, bool) {
 	if seq <= tp.lastSeq {
 		t.stats.Redelivered.Add(1)
-		return
+		return nil, 0, false
 	}
 	tp.lastSeq = seq
 	tp.dirty = true
@@ -328,7 +353,7 @@ func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 	}
 	if at > now.Add(maxAhead).UnixMilli() {
 		t.stats.FutureSkips.Add(1)
-		return
+		return nil, 0, false
 	}
 	tp.nowMs = max(tp.nowMs, at)
 	minute := floorDiv(at, time.Minute.Milliseconds())
@@ -380,8 +405,9 @@ func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 	// message, and a write before them would pair this flush's sums with
 	// the previous lists (a count below what is applied).
 	if now := t.now(); !b.More && now.Sub(tp.lastWrite) >= t.cfg.Interval {
-		t.write(ctx, tp, now)
+		return t.prepare(tp, now)
 	}
+	return nil, 0, false
 }
 
 func (tp *trendPart) group(k groupKey) *trendGroup {
@@ -405,32 +431,64 @@ func (t *trender) writeAll(ctx context.Context) error {
 	t.mu.Unlock()
 	var errs []error
 	for _, tp := range parts {
-		tp.mu.Lock()
 		errs = append(errs, t.write(ctx, tp, t.now()))
-		tp.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
-// write recomputes and stores the partition's lists; tp.mu is held. A
-// failed store write is counted and left for the next write.
+// write recomputes and stores the partition's lists now.
 func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error {
-	if tp.gone {
+	tp.mu.Lock()
+	rows, gen, ok := t.prepare(tp, now)
+	tp.mu.Unlock()
+	if !ok {
 		return nil
+	}
+	return t.put(ctx, tp, rows, gen)
+}
+
+// prepare recomputes the partition's lists; tp.mu is held. ok is false
+// for a partition that is gone.
+func (t *trender) prepare(tp *trendPart, now time.Time) (rows []store.Trending, gen uint64, ok bool) {
+	if tp.gone {
+		return nil, 0, false
 	}
 	start := time.Now()
 	tp.lastWrite, tp.dirty = now, false
-	rows := t.compute(tp)
+	rows = t.compute(tp)
 	t.stats.ComputeNanos.Add(uint64(time.Since(start)))
+	tp.gen++
+	return rows, tp.gen, true
+}
+
+// put stores the lists prepare computed as set gen, without tp.mu: a
+// slow or frozen store delays only other stores of this partition's lists.
+// A set older than one already stored is dropped; a partition that is
+// gone stores nothing more. A failed row is marked to be written again.
+func (t *trender) put(ctx context.Context, tp *trendPart, rows []store.Trending, gen uint64) error {
+	tp.wmu.Lock()
+	defer tp.wmu.Unlock()
+	if gen < tp.putGen {
+		return nil
+	}
+	tp.putGen = gen
 	var errs []error
 	for _, row := range rows {
+		tp.mu.Lock()
+		gone := tp.gone
+		tp.mu.Unlock()
+		if gone {
+			return nil
+		}
 		if err := t.st.PutTrending(ctx, row); err != nil {
 			t.stats.WriteErrors.Add(1)
 			errs = append(errs, err)
 			// Written again by the next write, even if it is empty by
 			// then: the store may still hold an older, non-empty list.
+			tp.mu.Lock()
 			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
 			tp.dirty = true
+			tp.mu.Unlock()
 			continue
 		}
 		t.stats.RowsWritten.Add(1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -472,4 +473,58 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // three intervals of RunTrending
 	wantItems(t, "a partition handed away", read(), []store.TrendingItem{ti("y", 1, 0)})
+}
+
+// blockingTrending is the real store whose PutTrending waits for release
+// while blocked is set, like a frozen database.
+type blockingTrending struct {
+	*embedded.Store
+	blocked atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingTrending) PutTrending(ctx context.Context, tr store.Trending) error {
+	if b.blocked.Load() {
+		select {
+		case b.entered <- struct{}{}:
+		default:
+		}
+		<-b.release
+	}
+	return b.Store.PutTrending(ctx, tr)
+}
+
+// TestTrendingStoreNeverHoldsUpApply: while a store of a partition's lists
+// hangs (a frozen database), messages of that partition are still applied.
+func TestTrendingStoreNeverHoldsUpApply(t *testing.T) {
+	g := newTrendRig(t, 1)
+	bs := &blockingTrending{Store: g.st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g.r = rollup.New(g.st, g.now, nil)
+	if err := g.r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, bs); err != nil {
+		t.Fatal(err)
+	}
+	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 10, 0))) // written at once
+	bs.blocked.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- g.r.WriteTrending(context.Background()) }()
+	<-bs.entered // the store hangs in the middle of the lists
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		g.send("us-1", 1, "us", minuteM.Add(time.Second), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 11, 0)))
+	}()
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Error("a message was not applied while the trending store hung")
+	}
+	bs.blocked.Store(false)
+	close(bs.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-applied
+	us, _ := g.rows("us", "view", "5m")
+	wantItems(t, "5m after the store came back", us, []store.TrendingItem{ti("x", 11, 0)})
 }
