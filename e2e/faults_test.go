@@ -410,7 +410,8 @@ func TestCassandraPauseGives503ThenConverges(t *testing.T) {
 	deadline := time.Now().Add(3 * cassTimeout)
 	for metric(t, ru.base, "edgecount_consumer_retries_total") == retriesBefore {
 		if time.Now().After(deadline) {
-			t.Fatalf("rollup retried nothing after %v of frozen store", time.Since(paused).Round(time.Millisecond))
+			t.Fatalf("rollup retried nothing after %v of frozen store; its log ends:\n%s",
+				time.Since(paused).Round(time.Millisecond), tail(ru.stderr.String(), 4000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -74,19 +74,46 @@ type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	base   string // http://host:port from its start line
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	done   chan error
+}
+
+// lockedBuffer collects a process's stderr while the test may read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
 
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "EDGECOUNT_LOG_LEVEL=warn")
+	// Info: shown only when a test fails, and then the more the better.
+	cmd.Env = append(os.Environ(), "EDGECOUNT_LOG_LEVEL=info")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, name: name, cmd: cmd, stderr: new(bytes.Buffer), done: make(chan error, 1)}
+	p := &proc{t: t, name: name, cmd: cmd, stderr: new(lockedBuffer), done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
