@@ -14,11 +14,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/cassandra"
 )
 
@@ -325,7 +325,7 @@ func (c *Config) Finish(role Role) error {
 	if c.Agent.ID == "" {
 		host, _ := os.Hostname()
 		c.Agent.ID = c.Region + "-" + host
-		if host == "" || !store.ValidID(c.Agent.ID) {
+		if host == "" || !engagement.ValidID(c.Agent.ID) {
 			c.Agent.ID = c.Region + "-agent"
 		}
 	}
@@ -347,7 +347,7 @@ func (c Config) validate(role Role) error {
 		}
 	}
 	for _, r := range c.Regions {
-		if !store.ValidRegion(r) {
+		if !engagement.ValidRegion(r) {
 			errs = append(errs, fmt.Errorf("regions: %q is not a valid region name", r))
 		}
 	}

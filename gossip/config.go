@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Profile names a set of memberlist timings.
@@ -38,9 +38,9 @@ const LabelPrefix = "edgecount/"
 
 // Config configures a Node.
 type Config struct {
-	// Region is the region whose cluster the node joins (store.ValidRegion).
+	// Region is the region whose cluster the node joins (engagement.ValidRegion).
 	Region string
-	// AgentID identifies the agent (store.ValidID).
+	// AgentID identifies the agent (engagement.ValidID).
 	AgentID string
 	// NodeName is the memberlist node name, unique in the region; default
 	// AgentID. Same rule as ids.
@@ -117,13 +117,13 @@ func DefaultConfig(region, agentID string) Config {
 // Validate reports every problem of c.
 func (c Config) Validate() error {
 	var errs []error
-	if !store.ValidRegion(c.Region) {
+	if !engagement.ValidRegion(c.Region) {
 		errs = append(errs, fmt.Errorf("region %q is not a valid region name", c.Region))
 	}
-	if !store.ValidID(c.AgentID) {
+	if !engagement.ValidID(c.AgentID) {
 		errs = append(errs, fmt.Errorf("agent id %q is not a valid id", c.AgentID))
 	}
-	if c.NodeName != "" && !store.ValidID(c.NodeName) {
+	if c.NodeName != "" && !engagement.ValidID(c.NodeName) {
 		errs = append(errs, fmt.Errorf("node name %q is not a valid id", c.NodeName))
 	}
 	if len(c.HTTPAddr) > maxHTTPAddrLen || !printable(c.HTTPAddr) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Limits of the node metadata fields. With them the encoded metadata is at
@@ -126,10 +126,10 @@ func decodeMeta(b []byte) (Meta, error) {
 
 func (m Meta) validate() error {
 	var errs []error
-	if !store.ValidRegion(m.Region) {
+	if !engagement.ValidRegion(m.Region) {
 		errs = append(errs, fmt.Errorf("region %q is not a valid region name", m.Region))
 	}
-	if !store.ValidID(m.AgentID) {
+	if !engagement.ValidID(m.AgentID) {
 		errs = append(errs, fmt.Errorf("agent id %q is not a valid id", m.AgentID))
 	}
 	if len(m.HTTPAddr) > maxHTTPAddrLen || !printable(m.HTTPAddr) {

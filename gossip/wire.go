@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Wire limits that hold whatever the configuration says.
@@ -14,7 +14,7 @@ const (
 	kindEntries    = 1
 	kindLeave      = 2
 	maxKeyLen      = 64
-	maxNodeNameLen = store.MaxIDLen
+	maxNodeNameLen = engagement.MaxIDLen
 	// MaxValueLimit is the largest Config.MaxValueBytes.
 	MaxValueLimit = 1 << 20
 	// maxPushStateBytes bounds what LocalState sends, well under
@@ -104,7 +104,7 @@ type message struct {
 }
 
 // decodeMessage parses a state message, validating every field: names and
-// keys (store.ValidID, validKey), version ≥ 1, publish time, values of at
+// keys (engagement.ValidID, validKey), version ≥ 1, publish time, values of at
 // most maxValue bytes, no trailing bytes. It never panics, allocates at
 // most about len(b) bytes plus one small struct per entry, and copies what
 // it keeps: b may be reused.
@@ -122,7 +122,7 @@ func decodeMessage(b []byte, maxValue int) (message, error) {
 		m.entries = d.entries(maxValue)
 	case kindLeave:
 		m.leaving = d.str(maxNodeNameLen, "node")
-		if d.err == nil && !store.ValidID(m.leaving) {
+		if d.err == nil && !engagement.ValidID(m.leaving) {
 			d.err = fmt.Errorf("%w: bad node name", errMalformed)
 		}
 	default:
@@ -158,7 +158,7 @@ func (d *decoder) entries(maxValue int) []entry {
 		if d.err != nil {
 			break
 		}
-		if !store.ValidID(e.Origin) || !validKey(e.Key) || e.Version == 0 || millis > 1<<62 {
+		if !engagement.ValidID(e.Origin) || !validKey(e.Key) || e.Version == 0 || millis > 1<<62 {
 			d.err = fmt.Errorf("%w: entry %d: bad origin, key, version or time", errMalformed, i)
 			break
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store"
 )
@@ -225,9 +226,9 @@ func parseRecount(w http.ResponseWriter, r *http.Request) (ids []string, opts ro
 		return nil, opts, listField, http.StatusBadRequest, fmt.Sprintf("%s must list 1..%d content ids (got %d)", listField, rollup.MaxRecountIDs, len(ids))
 	}
 	for i, id := range ids {
-		if !store.ValidID(id) {
+		if !engagement.ValidID(id) {
 			f := listField + "[" + strconv.Itoa(i) + "]"
-			return nil, opts, f, http.StatusBadRequest, fmt.Sprintf("%s %q is not a content id: want 1-%d bytes of printable ASCII without spaces or '/'", f, id, store.MaxIDLen)
+			return nil, opts, f, http.StatusBadRequest, fmt.Sprintf("%s %q is not a content id: want 1-%d bytes of printable ASCII without spaces or '/'", f, id, engagement.MaxIDLen)
 		}
 	}
 	return ids, opts, "", 0, ""

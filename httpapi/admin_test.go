@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -37,12 +37,12 @@ func newAdminFixture(t *testing.T) *adminFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := store.Reaction{UserID: "u1", ContentID: "drifted", Action: store.ActionLike, Region: "us", Version: 1, Incarnation: 5, UpdatedAt: time.Now()}
+	r := engagement.Reaction{UserID: "u1", ContentID: "drifted", Action: engagement.ActionLike, Region: "us", Version: 1, Incarnation: 5, UpdatedAt: time.Now()}
 	if ok, err := st.InsertReaction(t.Context(), r); err != nil || !ok {
 		t.Fatalf("InsertReaction = %v, %v", ok, err)
 	}
-	if err := st.WriteStats(t.Context(), []store.Stats{
-		{ContentID: "drifted", Scope: store.GlobalScope, Likes: 4, LastSeq: 3},
+	if err := st.WriteStats(t.Context(), []engagement.Stats{
+		{ContentID: "drifted", Scope: engagement.GlobalScope, Likes: 4, LastSeq: 3},
 		{ContentID: "drifted", Scope: "us", Likes: 4, LastSeq: 3},
 	}); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestAdminRecountBadInput(t *testing.T) {
 		{"malformed id", http.MethodPost, "/admin/recount", "application/json", `{"ids":["drifted","bad id"]}`, 400, "ids[1]"},
 		{"slash in id", http.MethodPost, "/admin/recount", "application/json", `{"ids":["a/b"]}`, 400, "ids[0]"},
 		{"empty id", http.MethodPost, "/admin/recount?id=drifted&id=", "", "", 400, "id[1]"},
-		{"long id", http.MethodPost, "/admin/recount?id=" + strings.Repeat("x", store.MaxIDLen+1), "", "", 400, "id[0]"},
+		{"long id", http.MethodPost, "/admin/recount?id=" + strings.Repeat("x", engagement.MaxIDLen+1), "", "", 400, "id[0]"},
 		{"ids not a list", http.MethodPost, "/admin/recount", "application/json", `{"ids":"drifted"}`, 400, "ids"},
 		{"id not a string", http.MethodPost, "/admin/recount", "application/json", `{"ids":["drifted",7]}`, 400, "ids"},
 		{"unknown key", http.MethodPost, "/admin/recount", "application/json", `{"ids":["drifted"],"force":true}`, 400, "force"},

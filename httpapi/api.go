@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 )
@@ -26,13 +27,13 @@ import (
 // validated input.
 type Service interface {
 	// React sets userID's reaction to contentID.
-	React(ctx context.Context, userID, contentID string, action store.Action) (region.ReactResult, error)
+	React(ctx context.Context, userID, contentID string, action engagement.Action) (region.ReactResult, error)
 	// GetReaction returns userID's reaction row on contentID; found is false
 	// when there is none.
-	GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error)
+	GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error)
 	// GetReactions returns the rows found among contentIDs, keyed by content
 	// id. contentIDs may repeat an id; the slice is reused after the call.
-	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error)
+	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error)
 	// Increment applies every increment or none. incs and its strings are
 	// valid only during the call: the slice is reused afterwards and the
 	// strings share memory with the request body, so an implementation that
@@ -43,13 +44,13 @@ type Service interface {
 	// the slice is reused after the call and its strings may share memory
 	// with the request, so an implementation that keeps one (e.g. as a
 	// cache key) must strings.Clone it.
-	Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
+	Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
 	// Ready returns nil when every dependency is reachable.
 	Ready(ctx context.Context) error
 	// Trending returns the k items with the largest counts of counter over
-	// window in scope (store.GlobalScope or a region), ranked, each with
+	// window in scope (engagement.GlobalScope or a region), ranked, each with
 	// its error bound, and the time the list is as of.
-	Trending(ctx context.Context, scope, counter, window string, k int) (store.Trending, error)
+	Trending(ctx context.Context, scope, counter, window string, k int) (engagement.Trending, error)
 }
 
 // Route patterns.
@@ -123,8 +124,8 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		cfg:        cfg,
 		mux:        http.NewServeMux(),
 		log:        logger.With("component", "httpapi"),
-		scopes:     map[string]bool{store.GlobalScope: true},
-		scopeList:  store.GlobalScope + ", " + strings.Join(cfg.Regions, ", "),
+		scopes:     map[string]bool{engagement.GlobalScope: true},
+		scopeList:  engagement.GlobalScope + ", " + strings.Join(cfg.Regions, ", "),
 		retryAfter: strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
 		tooLarge: &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
 			msg: "body is larger than " + strconv.FormatInt(cfg.MaxBodyBytes, 10) + " bytes"},
@@ -461,7 +462,7 @@ const (
 // query parses and validates r's query string, accepting only the
 // parameters in allow. content_id values are appended to ids[:0].
 func (a *api) query(r *http.Request, allow int, ids []string) (queryParams, *apiError) {
-	q := queryParams{ids: ids[:0], scope: store.GlobalScope}
+	q := queryParams{ids: ids[:0], scope: engagement.GlobalScope}
 	seenRegion := false
 	e := eachParam(r.URL.RawQuery, func(k, v string) *apiError {
 		switch {
@@ -469,7 +470,7 @@ func (a *api) query(r *http.Request, allow int, ids []string) (queryParams, *api
 			if len(q.ids) == a.cfg.MaxBatchIDs {
 				return badField("content_id", fmt.Sprintf("must be given 1 to %d times", a.cfg.MaxBatchIDs))
 			}
-			if !store.ValidID(v) {
+			if !engagement.ValidID(v) {
 				return badField("content_id["+strconv.Itoa(len(q.ids))+"]", msgID)
 			}
 			q.ids = append(q.ids, v)
@@ -595,9 +596,9 @@ func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
 	userID, contentID := r.PathValue("user_id"), r.PathValue("content_id")
 	var e *apiError
 	switch {
-	case !store.ValidID(userID):
+	case !engagement.ValidID(userID):
 		e = badField("user_id", msgID)
-	case !store.ValidID(contentID):
+	case !engagement.ValidID(contentID):
 		e = badField("content_id", msgID)
 	default:
 		_, e = a.query(r, 0, nil)
@@ -619,7 +620,7 @@ func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
 	userID := r.PathValue("user_id")
-	if !store.ValidID(userID) {
+	if !engagement.ValidID(userID) {
 		a.writeError(w, badField("user_id", msgID))
 		return
 	}
@@ -652,7 +653,7 @@ func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
 	contentID := r.PathValue("content_id")
-	if !store.ValidID(contentID) {
+	if !engagement.ValidID(contentID) {
 		a.writeError(w, badField("content_id", msgID))
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 )
@@ -24,18 +25,18 @@ var t0 = time.Date(2025, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
 
 // seed fills the fake with reactions and stats rows.
 func seed(f *fakeService) {
-	f.reactions[[2]string{"u1", "c1"}] = store.Reaction{UserID: "u1", ContentID: "c1", Action: store.ActionLike,
+	f.reactions[[2]string{"u1", "c1"}] = engagement.Reaction{UserID: "u1", ContentID: "c1", Action: engagement.ActionLike,
 		Region: "eu", Version: 3, Incarnation: 77, UpdatedAt: t0}
-	f.reactions[[2]string{"u1", "c3"}] = store.Reaction{UserID: "u1", ContentID: "c3", Action: store.ActionDislike,
+	f.reactions[[2]string{"u1", "c3"}] = engagement.Reaction{UserID: "u1", ContentID: "c3", Action: engagement.ActionDislike,
 		Region: "us", Version: 1, Incarnation: 78, UpdatedAt: t0.Add(time.Second).In(time.FixedZone("x", 3600))}
-	f.reactions[[2]string{`a"b\c`, "."}] = store.Reaction{Action: store.ActionLike, Version: 9, UpdatedAt: t0}
-	f.stats["c1"] = []store.Stats{
+	f.reactions[[2]string{`a"b\c`, "."}] = engagement.Reaction{Action: engagement.ActionLike, Version: 9, UpdatedAt: t0}
+	f.stats["c1"] = []engagement.Stats{
 		{ContentID: "c1", Scope: "global", Likes: 10, Dislikes: 2, Counters: map[string]int64{"view": 100, "share": 5}, UpdatedAt: t0, LastSeq: 4},
 		{ContentID: "c1", Scope: "eu", Likes: 7, Dislikes: 2, Counters: map[string]int64{"view": 60}, UpdatedAt: t0},
 		{ContentID: "c1", Scope: "us", Likes: 3, UpdatedAt: t0},
 	}
-	f.stats["c2"] = []store.Stats{{ContentID: "c2", Scope: "global", Likes: 1, UpdatedAt: t0}}
-	f.trending = store.Trending{AsOf: t0, Items: []store.TrendingItem{
+	f.stats["c2"] = []engagement.Stats{{ContentID: "c2", Scope: "global", Likes: 1, UpdatedAt: t0}}
+	f.trending = engagement.Trending{AsOf: t0, Items: []engagement.TrendingItem{
 		{ContentID: "c1", Count: 90, Error: 3}, {ContentID: `q"1`, Count: 40}, {ContentID: "c2", Count: 7, Error: 7},
 	}}
 }
@@ -183,7 +184,7 @@ func TestHappyPaths(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ta := newTestAPI(t, testConfig())
 			seed(ta.fake)
-			ta.fake.result = region.ReactResult{Previous: store.ActionNone, Action: store.ActionLike, Version: 1, Changed: true}
+			ta.fake.result = region.ReactResult{Previous: engagement.ActionNone, Action: engagement.ActionLike, Version: 1, Changed: true}
 			rec := ta.do(t, c.method, c.target, c.ctype, c.body)
 			if rec.Code != c.wantStatus || rec.Body.String() != c.wantBody {
 				t.Errorf("answer = %d %s\nwant     %d %s", rec.Code, rec.Body, c.wantStatus, c.wantBody)

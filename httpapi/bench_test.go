@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 )
 
 // benchBody returns an increments body of n increments shaped like real
@@ -58,7 +58,7 @@ func BenchmarkDecodeIncrements100StdJSON(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, inc := range req.Increments {
-			if !store.ValidID(inc.ContentID) || !store.ValidCounter(inc.Counter) || inc.Delta < 1 || inc.Delta > MaxDelta {
+			if !engagement.ValidID(inc.ContentID) || !engagement.ValidCounter(inc.Counter) || inc.Delta < 1 || inc.Delta > MaxDelta {
 				b.Fatal("invalid")
 			}
 		}

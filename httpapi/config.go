@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Config configures the API. Zero limits take their defaults (see
@@ -79,11 +79,11 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if !store.ValidRegion(c.Region) {
+	if !engagement.ValidRegion(c.Region) {
 		errs = append(errs, fmt.Errorf("region %q is not a valid region name", c.Region))
 	}
 	for i, r := range c.Regions {
-		if !store.ValidRegion(r) {
+		if !engagement.ValidRegion(r) {
 			errs = append(errs, fmt.Errorf("regions[%d] %q is not a valid region name", i, r))
 		}
 		if slices.Index(c.Regions, r) != i {
@@ -106,7 +106,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retry after %v is negative", c.RetryAfter))
 	}
 	for i, name := range c.TrendingCounters {
-		if !store.ValidCounter(name) {
+		if !engagement.ValidCounter(name) {
 			errs = append(errs, fmt.Errorf("trending counters[%d] %q is not a valid counter name", i, name))
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 )
 
 // The request decoders are hand-written so that every error can name its
@@ -565,16 +565,16 @@ func (d *decoder) increment(idx int) (region.Increment, bool) {
 			}
 			if bit == hasContent {
 				inc.ContentID = s
-				if !store.ValidID(s) {
+				if !engagement.ValidID(s) {
 					d.failItem(idx, key, msgID)
 				}
 				continue
 			}
 			inc.Counter = s
 			switch {
-			case !store.ValidCounter(s):
+			case !engagement.ValidCounter(s):
 				d.failItem(idx, key, msgCounter)
-			case s == store.CounterLike || s == store.CounterDislike:
+			case s == engagement.CounterLike || s == engagement.CounterDislike:
 				d.failItem(idx, key, msgReaction)
 			}
 		case hasDelta:
@@ -628,7 +628,7 @@ func parseDelta(lit string) (int64, bool) {
 type reactionRequest struct {
 	UserID    string
 	ContentID string
-	Action    store.Action
+	Action    engagement.Action
 }
 
 // decodeReaction decodes and validates a POST /v1/reactions body.
@@ -693,16 +693,16 @@ func decodeReaction(body string) (reactionRequest, *apiError) {
 		switch bit {
 		case hasUser:
 			req.UserID = s
-			if !store.ValidID(s) {
+			if !engagement.ValidID(s) {
 				d.fail(key, msgID)
 			}
 		case hasContentID:
 			req.ContentID = s
-			if !store.ValidID(s) {
+			if !engagement.ValidID(s) {
 				d.fail(key, msgID)
 			}
 		case hasAction:
-			a, ok := store.ParseAction(s)
+			a, ok := engagement.ParseAction(s)
 			if !ok {
 				d.fail(key, msgAction)
 			}

@@ -33,11 +33,11 @@
 // # Input rules and choices
 //
 //   - ids (user_id, content_id): 1–128 bytes of printable ASCII without spaces
-//     or '/' (store.ValidID). In a path, an id that is "." or ".." (or holds
+//     or '/' (engagement.ValidID). In a path, an id that is "." or ".." (or holds
 //     '%', '?', '#') must be percent-encoded ("%2E"); a path that is not in
 //     canonical form (empty, "." or ".." segments) is answered 400 field
 //     "path" rather than redirected.
-//   - counter: [a-z][a-z0-9_]{0,31} (store.ValidCounter), and never "like" or
+//   - counter: [a-z][a-z0-9_]{0,31} (engagement.ValidCounter), and never "like" or
 //     "dislike", which change only through POST /v1/reactions.
 //   - delta: a JSON integer literal from 1 to 1,000,000. Literals with a
 //     fraction or an exponent are rejected even when their value is a whole

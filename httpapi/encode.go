@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 )
 
 // Answers are appended to pooled buffers by hand: the shapes are fixed and
@@ -120,9 +120,9 @@ func appendReactResult(dst []byte, userID, contentID string, res region.ReactRes
 
 // appendReaction appends one reaction as GET /v1/reactions answers it; a
 // missing row (found false) is action "none", version 0, updated_at null.
-func appendReaction(dst []byte, userID, contentID string, rx store.Reaction, found bool) []byte {
+func appendReaction(dst []byte, userID, contentID string, rx engagement.Reaction, found bool) []byte {
 	if !found {
-		rx = store.Reaction{}
+		rx = engagement.Reaction{}
 	}
 	dst = append(dst, `{"user_id":`...)
 	dst = appendString(dst, userID)
@@ -139,8 +139,8 @@ func appendReaction(dst []byte, userID, contentID string, rx store.Reaction, fou
 
 // appendCounts appends one item's totals in one scope as GET /v1/counts
 // answers them; st is nil when there is no row (zeros, {} and null).
-func appendCounts(dst []byte, contentID, scope string, st *store.Stats) []byte {
-	var zero store.Stats
+func appendCounts(dst []byte, contentID, scope string, st *engagement.Stats) []byte {
+	var zero engagement.Stats
 	if st == nil {
 		st = &zero
 	}
@@ -182,7 +182,7 @@ type namedCount struct {
 }
 
 // scopeRow returns the row of scope among rows, or nil.
-func scopeRow(rows []store.Stats, scope string) *store.Stats {
+func scopeRow(rows []engagement.Stats, scope string) *engagement.Stats {
 	for i := range rows {
 		if rows[i].Scope == scope {
 			return &rows[i]

@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 )
 
 // fakeService is an in-memory Service that records every call. It is the
@@ -24,21 +24,21 @@ type fakeService struct {
 	mu         sync.Mutex
 	calls      []string             // one line per call, e.g. "React u c like"
 	increments [][]region.Increment // copies of every Increment call
-	reactions  map[[2]string]store.Reaction
-	stats      map[string][]store.Stats
+	reactions  map[[2]string]engagement.Reaction
+	stats      map[string][]engagement.Stats
 	result     region.ReactResult
-	err        error          // returned by every method but Ready
-	readyErr   error          // returned by Ready
-	degraded   []string       // returned by Degraded
-	panicOn    string         // method name that panics
-	noRecord   bool           // benchmarks: record nothing
-	trending   store.Trending // answered by Trending (items cut to k)
+	err        error               // returned by every method but Ready
+	readyErr   error               // returned by Ready
+	degraded   []string            // returned by Degraded
+	panicOn    string              // method name that panics
+	noRecord   bool                // benchmarks: record nothing
+	trending   engagement.Trending // answered by Trending (items cut to k)
 }
 
 func newFake() *fakeService {
 	return &fakeService{
-		reactions: make(map[[2]string]store.Reaction),
-		stats:     make(map[string][]store.Stats),
+		reactions: make(map[[2]string]engagement.Reaction),
+		stats:     make(map[string][]engagement.Stats),
 	}
 }
 
@@ -69,16 +69,16 @@ func (f *fakeService) reset() {
 	f.increments = nil
 }
 
-func (f *fakeService) React(ctx context.Context, userID, contentID string, action store.Action) (region.ReactResult, error) {
+func (f *fakeService) React(ctx context.Context, userID, contentID string, action engagement.Action) (region.ReactResult, error) {
 	if err := f.record("React", userID, " ", contentID, " ", action); err != nil {
 		return region.ReactResult{}, err
 	}
 	return f.result, nil
 }
 
-func (f *fakeService) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+func (f *fakeService) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	if err := f.record("GetReaction", userID, " ", contentID); err != nil {
-		return store.Reaction{}, false, err
+		return engagement.Reaction{}, false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -86,13 +86,13 @@ func (f *fakeService) GetReaction(ctx context.Context, userID, contentID string)
 	return rx, ok, nil
 }
 
-func (f *fakeService) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+func (f *fakeService) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	if err := f.record("GetReactions", userID, " ", contentIDs); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]store.Reaction)
+	out := make(map[string]engagement.Reaction)
 	for _, id := range contentIDs {
 		if rx, ok := f.reactions[[2]string{userID, id}]; ok {
 			out[id] = rx
@@ -117,13 +117,13 @@ func (f *fakeService) Increment(ctx context.Context, incs []region.Increment) er
 	return nil
 }
 
-func (f *fakeService) Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+func (f *fakeService) Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	if err := f.record("Counts", contentIDs); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string][]store.Stats)
+	out := make(map[string][]engagement.Stats)
 	for _, id := range contentIDs {
 		if rows, ok := f.stats[id]; ok {
 			out[id] = rows
@@ -139,9 +139,9 @@ func (f *fakeService) Ready(ctx context.Context) error {
 	return f.readyErr
 }
 
-func (f *fakeService) Trending(ctx context.Context, scope, counter, window string, k int) (store.Trending, error) {
+func (f *fakeService) Trending(ctx context.Context, scope, counter, window string, k int) (engagement.Trending, error) {
 	if err := f.record("Trending", scope, " ", counter, " ", window, " ", k); err != nil {
-		return store.Trending{}, err
+		return engagement.Trending{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/. Run a fuzzer with e.g.
@@ -60,8 +60,8 @@ func FuzzIncrements(f *testing.F) {
 				t.Fatalf("accepted %d increments", len(incs))
 			}
 			for i, inc := range incs {
-				if !store.ValidID(inc.ContentID) || !store.ValidCounter(inc.Counter) ||
-					inc.Counter == store.CounterLike || inc.Counter == store.CounterDislike ||
+				if !engagement.ValidID(inc.ContentID) || !engagement.ValidCounter(inc.Counter) ||
+					inc.Counter == engagement.CounterLike || inc.Counter == engagement.CounterDislike ||
 					inc.Delta < 1 || inc.Delta > MaxDelta {
 					t.Fatalf("accepted increments[%d] = %+v, which breaks a rule", i, inc)
 				}
@@ -120,7 +120,7 @@ func FuzzReaction(f *testing.F) {
 		req, e := decodeReaction(string(body))
 		checkSyntaxAgreement(t, body, e)
 		if e == nil {
-			if !store.ValidID(req.UserID) || !store.ValidID(req.ContentID) {
+			if !engagement.ValidID(req.UserID) || !engagement.ValidID(req.ContentID) {
 				t.Fatalf("accepted %+v, which breaks the id rule", req)
 			}
 			var std stdReaction
@@ -186,7 +186,7 @@ func FuzzQuery(f *testing.F) {
 				t.Fatalf("answered %d counts", len(out.Counts))
 			}
 			for _, c := range out.Counts {
-				if !store.ValidID(c.ContentID) || !ta.h.(*api).scopes[c.Region] {
+				if !engagement.ValidID(c.ContentID) || !ta.h.(*api).scopes[c.Region] {
 					t.Fatalf("answered %+v, which breaks a rule", c)
 				}
 			}
@@ -230,7 +230,7 @@ func FuzzTrendingQuery(f *testing.F) {
 			if _, err := fmt.Sscanf(calls[0], "Trending %s %s %s %d", &scope, &counter, &window, &k); err != nil {
 				t.Fatalf("service call %q: %v", calls[0], err)
 			}
-			_, okWindow := store.WindowSpan(window)
+			_, okWindow := engagement.WindowSpan(window)
 			if !ta.h.(*api).scopes[scope] || (counter != "like" && counter != "view") || !okWindow || k < 1 || k > 1000 {
 				t.Fatalf("query %q reached the service as %q, which breaks a rule", rawQuery, calls[0])
 			}

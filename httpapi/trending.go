@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 )
 
 // Defaults and bounds of GET /v1/trending.
@@ -26,7 +26,7 @@ type trendingParams struct {
 // trendingQuery parses ?region=R|global&counter=C&window=W&k=N; every
 // parameter is optional (global, like, 5m, 10) and may be given once.
 func (a *api) trendingQuery(r *http.Request) (trendingParams, *apiError) {
-	q := trendingParams{scope: store.GlobalScope, counter: store.CounterLike, window: store.Window5m, k: defaultTrendingK}
+	q := trendingParams{scope: engagement.GlobalScope, counter: engagement.CounterLike, window: engagement.Window5m, k: defaultTrendingK}
 	seen := map[string]bool{}
 	e := eachParam(r.URL.RawQuery, func(k, v string) *apiError {
 		switch k {
@@ -45,13 +45,13 @@ func (a *api) trendingQuery(r *http.Request) (trendingParams, *apiError) {
 			}
 			q.scope = v
 		case "counter":
-			if !store.ValidCounter(v) {
+			if !engagement.ValidCounter(v) {
 				return badField("counter", "must match [a-z][a-z0-9_]{0,31}")
 			}
 			q.counter = v
 		case "window":
-			if _, ok := store.WindowSpan(v); !ok {
-				return badField("window", "must be one of "+strings.Join(store.TrendingWindows(), ", "))
+			if _, ok := engagement.WindowSpan(v); !ok {
+				return badField("window", "must be one of "+strings.Join(engagement.TrendingWindows(), ", "))
 			}
 			q.window = v
 		case "k":
@@ -126,7 +126,7 @@ func (a *api) getTrending(w http.ResponseWriter, r *http.Request) {
 
 // appendTrending appends the answer of GET /v1/trending: at most q.k
 // items, as the service ranked them.
-func appendTrending(dst []byte, q trendingParams, t store.Trending) []byte {
+func appendTrending(dst []byte, q trendingParams, t engagement.Trending) []byte {
 	dst = append(dst, `{"region":`...)
 	dst = appendString(dst, q.scope)
 	dst = append(dst, `,"counter":`...)

@@ -10,7 +10,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Version is the schema version this package writes and reads.
@@ -336,17 +336,17 @@ func Decode(data []byte, b *Batch) error {
 	if !sawVersion || version != Version {
 		return fmt.Errorf("%w: schema version %d, want %d", ErrMalformed, version, Version)
 	}
-	if !store.ValidID(b.Agent) {
+	if !engagement.ValidID(b.Agent) {
 		return fmt.Errorf("%w: invalid agent id %q", ErrMalformed, b.Agent)
 	}
-	if !store.ValidRegion(b.Region) {
+	if !engagement.ValidRegion(b.Region) {
 		return fmt.Errorf("%w: invalid region %q", ErrMalformed, b.Region)
 	}
 	for i := range b.Sums {
 		s := &b.Sums[i]
 		if s.Region == "" {
 			s.Region = b.Region
-		} else if !store.ValidRegion(s.Region) {
+		} else if !engagement.ValidRegion(s.Region) {
 			return fmt.Errorf("%w: sum %d: invalid region %q", ErrMalformed, i, s.Region)
 		}
 	}
@@ -391,10 +391,10 @@ func decodeSum(data []byte) (Sum, error) {
 			data = data[n:]
 		}
 	}
-	if !store.ValidID(s.ContentID) {
+	if !engagement.ValidID(s.ContentID) {
 		return s, fmt.Errorf("invalid content id %q", s.ContentID)
 	}
-	if !store.ValidCounter(s.Counter) {
+	if !engagement.ValidCounter(s.Counter) {
 		return s, fmt.Errorf("invalid counter %q", s.Counter)
 	}
 	if s.Delta == 0 {
@@ -450,7 +450,7 @@ func decodeTop(data []byte) (TopList, error) {
 		}
 	}
 	switch {
-	case !store.ValidCounter(t.Counter):
+	case !engagement.ValidCounter(t.Counter):
 		return t, fmt.Errorf("invalid counter %q", t.Counter)
 	case !validWindow(t.Window):
 		return t, fmt.Errorf("invalid window %q", t.Window)
@@ -506,7 +506,7 @@ func decodeItem(data []byte) (TopItem, error) {
 		}
 	}
 	switch {
-	case !store.ValidID(it.ContentID):
+	case !engagement.ValidID(it.ContentID):
 		return it, fmt.Errorf("invalid content id %q", it.ContentID)
 	case count < 1 || count > math.MaxInt64:
 		return it, fmt.Errorf("count %d is not in 1..%d", count, int64(math.MaxInt64))

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Config configures an Agent. The zero value is not valid; start from
@@ -70,10 +70,10 @@ func DefaultConfig(region, agentID string) Config {
 // Validate reports every problem with c.
 func (c Config) Validate() error {
 	var errs []error
-	if !store.ValidRegion(c.Region) {
-		errs = append(errs, fmt.Errorf("region %q: want lower-case letters, digits, '_' or '-', not %q", c.Region, store.GlobalScope))
+	if !engagement.ValidRegion(c.Region) {
+		errs = append(errs, fmt.Errorf("region %q: want lower-case letters, digits, '_' or '-', not %q", c.Region, engagement.GlobalScope))
 	}
-	if !store.ValidID(c.AgentID) {
+	if !engagement.ValidID(c.AgentID) {
 		errs = append(errs, fmt.Errorf("agent id %q: want 1-128 printable ASCII bytes without spaces or '/'", c.AgentID))
 	}
 	if c.Partitions < 1 || c.Partitions > 4096 {
@@ -112,7 +112,7 @@ func (c Config) Validate() error {
 // StatsReader is what the agent needs of ContentStats: every scope row of
 // each id in one lookup.
 type StatsReader interface {
-	ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
+	ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
 }
 
 // Publisher stores one partial-sum message on the broker. It returns only
@@ -303,7 +303,7 @@ func (a *Agent) Stop(ctx context.Context) error {
 }
 
 // React sets a user's reaction to an item.
-func (a *Agent) React(ctx context.Context, userID, contentID string, action store.Action) (ReactResult, error) {
+func (a *Agent) React(ctx context.Context, userID, contentID string, action engagement.Action) (ReactResult, error) {
 	if a.stopping.Load() {
 		return ReactResult{}, ErrStopping
 	}
@@ -311,12 +311,12 @@ func (a *Agent) React(ctx context.Context, userID, contentID string, action stor
 }
 
 // GetReaction returns a user's reaction row.
-func (a *Agent) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+func (a *Agent) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	return a.reactions.GetReaction(ctx, userID, contentID)
 }
 
 // GetReactions returns a user's reaction rows for several items.
-func (a *Agent) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+func (a *Agent) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	return a.reactions.GetReactions(ctx, userID, contentIDs)
 }
 
@@ -334,9 +334,9 @@ func (a *Agent) Increment(_ context.Context, incs []Increment) error {
 }
 
 // Counts returns every scope row of each id, from the cache when fresh.
-func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	now := a.now()
-	out := make(map[string][]store.Stats, len(contentIDs))
+	out := make(map[string][]engagement.Stats, len(contentIDs))
 	var missing []string
 	for _, id := range contentIDs {
 		if rows, ok := a.cache.get(id, now); ok {

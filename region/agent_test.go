@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -136,18 +136,18 @@ func TestReactLifecycle(t *testing.T) {
 	a := newAgent(t, st, rec, nil)
 	ctx := context.Background()
 	steps := []struct {
-		action        store.Action
-		prev          store.Action
+		action        engagement.Action
+		prev          engagement.Action
 		version       int64
 		changed       bool
 		likes, dislik int64 // published totals after this step
 	}{
-		{store.ActionLike, store.ActionNone, 1, true, 1, 0},
-		{store.ActionLike, store.ActionLike, 1, false, 1, 0},
-		{store.ActionDislike, store.ActionLike, 2, true, 0, 1},
-		{store.ActionNone, store.ActionDislike, 0, true, 0, 0},
-		{store.ActionNone, store.ActionNone, 0, false, 0, 0},
-		{store.ActionDislike, store.ActionNone, 1, true, 0, 1},
+		{engagement.ActionLike, engagement.ActionNone, 1, true, 1, 0},
+		{engagement.ActionLike, engagement.ActionLike, 1, false, 1, 0},
+		{engagement.ActionDislike, engagement.ActionLike, 2, true, 0, 1},
+		{engagement.ActionNone, engagement.ActionDislike, 0, true, 0, 0},
+		{engagement.ActionNone, engagement.ActionNone, 0, false, 0, 0},
+		{engagement.ActionDislike, engagement.ActionNone, 1, true, 0, 1},
 	}
 	var lastInc uint64
 	for i, s := range steps {
@@ -163,7 +163,7 @@ func TestReactLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if found != (s.action != store.ActionNone) || found && (row.Action != s.action || row.Version != s.version || row.Region != "us") {
+		if found != (s.action != engagement.ActionNone) || found && (row.Action != s.action || row.Version != s.version || row.Region != "us") {
 			t.Fatalf("step %d: row = %+v found=%v", i, row, found)
 		}
 		if found && s.version == 1 && s.changed {
@@ -188,10 +188,10 @@ func TestUndoSubtractsFromRecordingRegion(t *testing.T) {
 	eu := newAgent(t, st, recEU, func(c *region.Config) { c.Region, c.AgentID = "eu", "eu-a1" })
 	us := newAgent(t, st, recUS, nil)
 	ctx := context.Background()
-	if _, err := eu.React(ctx, "u", "v", store.ActionLike); err != nil {
+	if _, err := eu.React(ctx, "u", "v", engagement.ActionLike); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := us.React(ctx, "u", "v", store.ActionDislike); err != nil {
+	if _, err := us.React(ctx, "u", "v", engagement.ActionDislike); err != nil {
 		t.Fatal(err)
 	}
 	stop(t, eu)
@@ -225,7 +225,7 @@ func TestConcurrentTogglesMatchFinalState(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
-				action := store.Action(rand.IntN(3))
+				action := engagement.Action(rand.IntN(3))
 				res, err := a.React(ctx, "user", "item", action)
 				if err != nil {
 					t.Errorf("React: %v", err)
@@ -244,10 +244,10 @@ func TestConcurrentTogglesMatchFinalState(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wantLikes, wantDislikes int64
-	if found && row.Action == store.ActionLike {
+	if found && row.Action == engagement.ActionLike {
 		wantLikes = 1
 	}
-	if found && row.Action == store.ActionDislike {
+	if found && row.Action == engagement.ActionDislike {
 		wantDislikes = 1
 	}
 	got := rec.totals()
@@ -349,7 +349,7 @@ func TestStoppedAgentRefusesWrites(t *testing.T) {
 	if err := a.Increment(context.Background(), []region.Increment{{ContentID: "v", Counter: "view", Delta: 1}}); !errors.Is(err, region.ErrStopping) {
 		t.Fatalf("Increment after Stop = %v, want ErrStopping", err)
 	}
-	if _, err := a.React(context.Background(), "u", "v", store.ActionLike); !errors.Is(err, region.ErrStopping) {
+	if _, err := a.React(context.Background(), "u", "v", engagement.ActionLike); !errors.Is(err, region.ErrStopping) {
 		t.Fatalf("React after Stop = %v, want ErrStopping", err)
 	}
 }
@@ -358,8 +358,8 @@ func TestCountsReadThroughCache(t *testing.T) {
 	st := openStore(t)
 	a := newAgent(t, st, newRecorder(t), func(c *region.Config) { c.CacheTTL = time.Hour })
 	ctx := context.Background()
-	row := store.Stats{ContentID: "v", Scope: store.GlobalScope, Likes: 3, UpdatedAt: time.Now(), LastSeq: 1}
-	if err := st.WriteStats(ctx, []store.Stats{row}); err != nil {
+	row := engagement.Stats{ContentID: "v", Scope: engagement.GlobalScope, Likes: 3, UpdatedAt: time.Now(), LastSeq: 1}
+	if err := st.WriteStats(ctx, []engagement.Stats{row}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := a.Counts(ctx, []string{"v", "missing"})
@@ -370,7 +370,7 @@ func TestCountsReadThroughCache(t *testing.T) {
 		t.Fatalf("Counts = %+v", got)
 	}
 	row.Likes = 4
-	if err := st.WriteStats(ctx, []store.Stats{row}); err != nil {
+	if err := st.WriteStats(ctx, []engagement.Stats{row}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = a.Counts(ctx, []string{"v"})
@@ -388,7 +388,7 @@ type indexBehind struct{ *embedded.Store }
 
 var errIndex = errors.New("by-content index behind")
 
-func (s indexBehind) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
+func (s indexBehind) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	ok, err := s.Store.InsertReaction(ctx, r)
 	if err != nil {
 		return ok, err
@@ -408,7 +408,7 @@ func TestAppliedWithErrorIsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Start()
-	res, err := a.React(context.Background(), "u", "v", store.ActionLike)
+	res, err := a.React(context.Background(), "u", "v", engagement.ActionLike)
 	if err != nil || !res.Changed || res.Version != 1 {
 		t.Fatalf("React = %+v, %v; want changed v1 without error", res, err)
 	}

@@ -3,7 +3,7 @@ package region
 import (
 	"errors"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Errors the agent returns; the HTTP layer maps them to statuses.
@@ -25,8 +25,8 @@ type Increment struct {
 
 // ReactResult is what a reaction did.
 type ReactResult struct {
-	Previous store.Action
-	Action   store.Action
+	Previous engagement.Action
+	Action   engagement.Action
 	// Version of the row after the call (0 when no row remains).
 	Version int64
 	// Changed is false for a repeat of the current action.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 const cacheShards = 64
@@ -27,7 +27,7 @@ type cacheShard struct {
 }
 
 type cacheEntry struct {
-	rows []store.Stats
+	rows []engagement.Stats
 	at   time.Time
 }
 
@@ -43,7 +43,7 @@ func (c *statsCache) shard(id string) *cacheShard {
 	return &c.shards[xxhash.Sum64String(id)%cacheShards]
 }
 
-func (c *statsCache) get(id string, now time.Time) ([]store.Stats, bool) {
+func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, bool) {
 	if c.ttl == 0 {
 		return nil, false
 	}
@@ -57,7 +57,7 @@ func (c *statsCache) get(id string, now time.Time) ([]store.Stats, bool) {
 	return e.rows, true
 }
 
-func (c *statsCache) put(id string, rows []store.Stats, now time.Time) {
+func (c *statsCache) put(id string, rows []engagement.Stats, now time.Time) {
 	if c.ttl == 0 {
 		return
 	}

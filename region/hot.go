@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // hotKey names one counter of one item.
@@ -61,7 +61,7 @@ func (h *hotRule) step(ctx context.Context) {
 }
 
 // apply runs the rule for one counter on its ranked regional list at now.
-func (h *hotRule) apply(ctx context.Context, counter string, ranked []store.TrendingItem, now time.Time) {
+func (h *hotRule) apply(ctx context.Context, counter string, ranked []engagement.TrendingItem, now time.Time) {
 	n := h.cfg.Top
 	for i, it := range ranked {
 		if i >= 2*n {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // ReactionStore is what the agent needs of UserLikes. Each write is a
@@ -15,11 +15,11 @@ import (
 // it failed): the agent then counts the change. An error with applied false
 // means nothing is known to have changed; the agent answers the error.
 type ReactionStore interface {
-	GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error)
-	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error)
-	InsertReaction(ctx context.Context, r store.Reaction) (bool, error)
-	UpdateReaction(ctx context.Context, prev, next store.Reaction) (bool, error)
-	DeleteReaction(ctx context.Context, prev store.Reaction) (bool, error)
+	GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error)
+	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error)
+	InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error)
+	UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error)
+	DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error)
 }
 
 // Delta is one change to a counter caused by a reaction transition.
@@ -35,7 +35,7 @@ type Delta struct {
 // recorded it, an added one is counted in the region recording it now.
 // same → same yields no delta. The result has at most two entries and is
 // written into buf to avoid allocation.
-func Transition(prev store.Action, prevRegion string, next store.Action, region string, buf *[2]Delta) []Delta {
+func Transition(prev engagement.Action, prevRegion string, next engagement.Action, region string, buf *[2]Delta) []Delta {
 	if prev == next {
 		return buf[:0]
 	}
@@ -51,12 +51,12 @@ func Transition(prev store.Action, prevRegion string, next store.Action, region 
 	return buf[:n]
 }
 
-func counterOf(a store.Action) string {
+func counterOf(a engagement.Action) string {
 	switch a {
-	case store.ActionLike:
-		return store.CounterLike
-	case store.ActionDislike:
-		return store.CounterDislike
+	case engagement.ActionLike:
+		return engagement.CounterLike
+	case engagement.ActionDislike:
+		return engagement.CounterDislike
 	}
 	return ""
 }
@@ -64,13 +64,13 @@ func counterOf(a store.Action) string {
 // react runs one reaction: read the row, decide, compare-and-set, and on
 // success add the transition's deltas to the counters. A lost
 // compare-and-set re-reads and tries again, up to maxAttempts times.
-func (a *Agent) react(ctx context.Context, userID, contentID string, action store.Action) (ReactResult, error) {
+func (a *Agent) react(ctx context.Context, userID, contentID string, action engagement.Action) (ReactResult, error) {
 	for attempt := 0; attempt < a.cfg.ReactionAttempts; attempt++ {
 		cur, found, err := a.reactions.GetReaction(ctx, userID, contentID)
 		if err != nil {
 			return ReactResult{}, fmt.Errorf("cannot read reaction: %w", err)
 		}
-		prev := store.ActionNone
+		prev := engagement.ActionNone
 		if found {
 			prev = cur.Action
 		}
@@ -80,12 +80,12 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action stor
 		}
 		now := a.now()
 		var applied bool
-		var next store.Reaction
+		var next engagement.Reaction
 		switch {
-		case action == store.ActionNone:
+		case action == engagement.ActionNone:
 			applied, err = a.reactions.DeleteReaction(ctx, cur)
 		case !found:
-			next = store.Reaction{
+			next = engagement.Reaction{
 				UserID: userID, ContentID: contentID, Action: action, Region: a.cfg.Region,
 				Version: 1, Incarnation: newIncarnation(), UpdatedAt: now,
 			}

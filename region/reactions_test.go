@@ -3,18 +3,18 @@ package region
 import (
 	"testing"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // TestTransitionTable is DESIGN.md "Reaction transitions", row by row.
 func TestTransitionTable(t *testing.T) {
 	const (
-		none    = store.ActionNone
-		like    = store.ActionLike
-		dislike = store.ActionDislike
+		none    = engagement.ActionNone
+		like    = engagement.ActionLike
+		dislike = engagement.ActionDislike
 	)
 	tests := []struct {
-		prev, next      store.Action
+		prev, next      engagement.Action
 		likes, dislikes int64
 	}{
 		{none, like, +1, 0},
@@ -42,9 +42,9 @@ func TestTransitionTable(t *testing.T) {
 					t.Errorf("delta %+v attributed to %q, want %q", d, d.Region, wantRegion)
 				}
 				switch d.Counter {
-				case store.CounterLike:
+				case engagement.CounterLike:
 					likes += d.Delta
-				case store.CounterDislike:
+				case engagement.CounterDislike:
 					dislikes += d.Delta
 				default:
 					t.Errorf("unexpected counter %q", d.Counter)
@@ -60,7 +60,7 @@ func TestTransitionTable(t *testing.T) {
 func TestTransitionDoesNotAllocate(t *testing.T) {
 	var buf [2]Delta
 	allocs := testing.AllocsPerRun(100, func() {
-		Transition(store.ActionLike, "eu", store.ActionDislike, "us", &buf)
+		Transition(engagement.ActionLike, "eu", engagement.ActionDislike, "us", &buf)
 	})
 	if allocs != 0 {
 		t.Fatalf("Transition allocates %v times, want 0", allocs)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/topk"
 )
 
@@ -74,10 +74,10 @@ type HotConfig struct {
 // the hot rule on for the top 10.
 func DefaultTrendingConfig() TrendingConfig {
 	return TrendingConfig{
-		Counters:     []string{store.CounterLike, "view", "share"},
+		Counters:     []string{engagement.CounterLike, "view", "share"},
 		SummaryBytes: 64 << 10,
 		ListLen:      200,
-		Hot:          HotConfig{Top: 10, Window: store.Window5m, CoolAfter: 5 * time.Minute, Interval: 10 * time.Second},
+		Hot:          HotConfig{Top: 10, Window: engagement.Window5m, CoolAfter: 5 * time.Minute, Interval: 10 * time.Second},
 	}
 }
 
@@ -93,7 +93,7 @@ func (c TrendingConfig) withDefaults(maxShards int) TrendingConfig {
 		c.ListLen = 200
 	}
 	if c.Hot.Window == "" {
-		c.Hot.Window = store.Window5m
+		c.Hot.Window = engagement.Window5m
 	}
 	if c.Hot.Shards == 0 {
 		c.Hot.Shards = maxShards
@@ -115,7 +115,7 @@ func (c TrendingConfig) Validate() error {
 	}
 	var errs []error
 	for i, name := range c.Counters {
-		if !store.ValidCounter(name) {
+		if !engagement.ValidCounter(name) {
 			errs = append(errs, fmt.Errorf("trending counters[%d] %q: want [a-z][a-z0-9_]{0,31}", i, name))
 		} else if slices.Index(c.Counters, name) != i {
 			errs = append(errs, fmt.Errorf("trending counters[%d] %q: listed twice", i, name))
@@ -133,8 +133,8 @@ func (c TrendingConfig) Validate() error {
 	if h.Top < 0 || h.Top > MaxTrendingK/2 {
 		errs = append(errs, fmt.Errorf("hot top %d: want 0..%d", h.Top, MaxTrendingK/2))
 	}
-	if _, ok := store.WindowSpan(h.Window); h.Window != "" && !ok {
-		errs = append(errs, fmt.Errorf("hot window %q: want one of %s", h.Window, strings.Join(store.TrendingWindows(), ", ")))
+	if _, ok := engagement.WindowSpan(h.Window); h.Window != "" && !ok {
+		errs = append(errs, fmt.Errorf("hot window %q: want one of %s", h.Window, strings.Join(engagement.TrendingWindows(), ", ")))
 	}
 	if h.Shards < 0 || h.Shards > maxShardsLimit {
 		errs = append(errs, fmt.Errorf("hot shards %d: want 1..%d (0 for the counters' max shards)", h.Shards, maxShardsLimit))
@@ -148,7 +148,7 @@ func (c TrendingConfig) Validate() error {
 // TrendingReader reads the trending lists the rollup stored: every
 // partition's list of (scope, counter, window).
 type TrendingReader interface {
-	ReadTrending(ctx context.Context, scope, counter, window string) ([]store.Trending, error)
+	ReadTrending(ctx context.Context, scope, counter, window string) ([]engagement.Trending, error)
 }
 
 // PeerSummaries gives the trending summaries that the other agents of the
@@ -250,7 +250,7 @@ func newTrending(cfg TrendingConfig, region string, parts, messageLimit int) (*t
 		parts:      parts,
 		counters:   make(map[string]*trendCounter, len(cfg.Counters)),
 		names:      slices.Sorted(slices.Values(cfg.Counters)),
-		windows:    store.TrendingWindows(),
+		windows:    engagement.TrendingWindows(),
 		lastHash:   make([]uint64, parts),
 		lastMinute: make([]int64, parts),
 		per:        make([][]partial.TopList, parts),
@@ -260,7 +260,7 @@ func newTrending(cfg TrendingConfig, region string, parts, messageLimit int) (*t
 		curMinute:  math.MinInt64,
 	}
 	for _, w := range t.windows {
-		span, _ := store.WindowSpan(w)
+		span, _ := engagement.WindowSpan(w)
 		t.spans = append(t.spans, span)
 	}
 	for _, name := range t.names {
@@ -471,7 +471,7 @@ func (t *trending) summaries() []TrendingSummary {
 // trendList is a merged trending list: every item known, ranked.
 type trendList struct {
 	asOf  time.Time
-	items []store.TrendingItem
+	items []engagement.TrendingItem
 	until time.Time // cache expiry
 }
 
@@ -505,8 +505,8 @@ func (c *trendCache) put(q trendQuery, l *trendList) {
 }
 
 // rank sorts items by count descending, then id.
-func rank(items []store.TrendingItem) {
-	slices.SortFunc(items, func(a, b store.TrendingItem) int {
+func rank(items []engagement.TrendingItem) {
+	slices.SortFunc(items, func(a, b engagement.TrendingItem) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
 		}
@@ -526,15 +526,15 @@ func rank(items []store.TrendingItem) {
 // them, because they already count this agent's share up to their as-of
 // time and adding it again would break the lower bounds. Answers are cached
 // for Config.CacheTTL.
-func (a *Agent) Trending(ctx context.Context, scope, counter, window string, k int) (store.Trending, error) {
-	out := store.Trending{TrendingKey: store.TrendingKey{Scope: scope, Counter: counter, Window: window}}
+func (a *Agent) Trending(ctx context.Context, scope, counter, window string, k int) (engagement.Trending, error) {
+	out := engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: window}}
 	if a.trend == nil || a.trend.counters[counter] == nil {
 		return out, fmt.Errorf("%w: %q", ErrNotTracked, counter)
 	}
-	if _, ok := store.WindowSpan(window); !ok || k < 1 || k > MaxTrendingK {
+	if _, ok := engagement.WindowSpan(window); !ok || k < 1 || k > MaxTrendingK {
 		return out, fmt.Errorf("%w: window %q, k %d", ErrTrendingQuery, window, k)
 	}
-	if scope != store.GlobalScope && !store.ValidRegion(scope) {
+	if scope != engagement.GlobalScope && !engagement.ValidRegion(scope) {
 		return out, fmt.Errorf("%w: scope %q", ErrTrendingQuery, scope)
 	}
 	l, err := a.trendingList(ctx, scope, counter, window)
@@ -613,7 +613,7 @@ func (a *Agent) regionalFromPeers(peers PeerSummaries, counter, window string) (
 		merged.Merge(s)
 	}
 	for _, it := range merged.Top(-1) {
-		l.items = append(l.items, store.TrendingItem{ContentID: it.ID, Count: it.Count, Error: it.Error})
+		l.items = append(l.items, engagement.TrendingItem{ContentID: it.ID, Count: it.Count, Error: it.Error})
 	}
 	return l, nil
 }
@@ -632,7 +632,7 @@ func (a *Agent) storedTrending(ctx context.Context, scope, counter, window strin
 	if err != nil {
 		return nil, fmt.Errorf("cannot read trending: %w", err)
 	}
-	span, _ := store.WindowSpan(window)
+	span, _ := engagement.WindowSpan(window)
 	oldest := a.now().Add(-span)
 	l := &trendList{}
 	for _, r := range rows {

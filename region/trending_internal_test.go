@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/topk"
 )
@@ -64,10 +64,10 @@ func newTestAgent(t *testing.T, cfg Config, deps Deps) *Agent {
 	return a
 }
 
-func ranked(ids ...string) []store.TrendingItem {
-	out := make([]store.TrendingItem, len(ids))
+func ranked(ids ...string) []engagement.TrendingItem {
+	out := make([]engagement.TrendingItem, len(ids))
 	for i, id := range ids {
-		out[i] = store.TrendingItem{ContentID: id, Count: int64(1000 - i)}
+		out[i] = engagement.TrendingItem{ContentID: id, Count: int64(1000 - i)}
 	}
 	return out
 }
@@ -88,7 +88,7 @@ func TestHotRuleHysteresis(t *testing.T) {
 	t0 := minuteTime(0)
 	type step struct {
 		at         time.Duration
-		list       []store.TrendingItem
+		list       []engagement.TrendingItem
 		wantHot    []string
 		wantWrites []string
 	}
@@ -200,7 +200,7 @@ func TestEncodeListsAfterSums(t *testing.T) {
 		sums = append(sums, partial.Sum{ContentID: fmt.Sprint(strings.Repeat("i", 90+i%30), i), Counter: "view", Region: "us", Delta: 1})
 	}
 	tops := []partial.TopList{{Counter: "like", Window: "5m", Floor: 1}}
-	for _, w := range store.TrendingWindows() {
+	for _, w := range engagement.TrendingWindows() {
 		l := partial.TopList{Counter: "view", Window: w, Floor: 3}
 		for i := range 20 {
 			l.Items = append(l.Items, partial.TopItem{ContentID: fmt.Sprint("item-", i), Count: 100})

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/directory"
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -146,23 +146,23 @@ func TestTrendingListsShipped(t *testing.T) {
 			t.Errorf("%s: listed counts = %v, want %v", step, got, want)
 		}
 	}
-	for _, w := range store.TrendingWindows() {
+	for _, w := range engagement.TrendingWindows() {
 		lists, _ := rec.tops("view", w)
 		check("first flush "+w, lists, want)
 	}
-	if lists, _ := rec.tops("dislike_x", store.Window5m); len(lists) != 0 {
+	if lists, _ := rec.tops("dislike_x", engagement.Window5m); len(lists) != 0 {
 		t.Errorf("lists of an untracked counter: %v", lists)
 	}
 	ids := map[uint32]bool{}
 	for id := range want {
 		ids[partial.PartitionOf(id, 16)] = true
 	}
-	if lists, _ := rec.tops("view", store.Window5m); len(lists) != len(ids) {
+	if lists, _ := rec.tops("view", engagement.Window5m); len(lists) != len(ids) {
 		t.Errorf("lists shipped to %d partitions, want the %d that hold items", len(lists), len(ids))
 	}
 
 	// Nothing new: nothing shipped.
-	_, before := rec.tops("view", store.Window5m)
+	_, before := rec.tops("view", engagement.Window5m)
 	shipped := a.Stats().TopListsShipped.Load()
 	waitFlushes(t, a, 3)
 	if got := a.Stats().TopListsShipped.Load(); got != shipped {
@@ -172,7 +172,7 @@ func TestTrendingListsShipped(t *testing.T) {
 	// Next minute: the same lists again, so the rollup sees them current.
 	clk.Add(time.Minute)
 	waitFlushes(t, a, 2)
-	lists, after := rec.tops("view", store.Window5m)
+	lists, after := rec.tops("view", engagement.Window5m)
 	if after != before+len(ids) {
 		t.Errorf("next minute: %d more 5m lists, want %d", after-before, len(ids))
 	}
@@ -181,9 +181,9 @@ func TestTrendingListsShipped(t *testing.T) {
 	// The 5m window has moved past the counts: its lists are shipped empty.
 	clk.Add(5 * time.Minute)
 	waitFlushes(t, a, 2)
-	lists, _ = rec.tops("view", store.Window5m)
+	lists, _ = rec.tops("view", engagement.Window5m)
 	check("5m later", lists, map[string]int64{})
-	if lists, _ := rec.tops("view", store.Window1h); len(lists) != len(ids) {
+	if lists, _ := rec.tops("view", engagement.Window1h); len(lists) != len(ids) {
 		t.Errorf("1h lists: %v", lists)
 	} else {
 		check("5m later, 1h", lists, want)
@@ -246,7 +246,7 @@ func TestTrendingFromPeers(t *testing.T) {
 			}
 			a := agents[0]
 			a.SetPeers(peerSet{self: a, agents: agents})
-			got, err := a.Trending(context.Background(), "us", "share", store.Window1h, 20)
+			got, err := a.Trending(context.Background(), "us", "share", engagement.Window1h, 20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +265,7 @@ func TestTrendingFromPeers(t *testing.T) {
 					t.Errorf("items not ranked: %+v before %+v", got.Items[i-1], it)
 				}
 			}
-			if !tc.wantZero && !slices.ContainsFunc(got.Items, func(it store.TrendingItem) bool { return it.Error > 0 }) {
+			if !tc.wantZero && !slices.ContainsFunc(got.Items, func(it engagement.TrendingItem) bool { return it.Error > 0 }) {
 				t.Errorf("no error bound with 4 KiB summaries; the test did not exercise evictions")
 			}
 			// The exact top 5 are all there and in order: Zipf 1.1 separates them.
@@ -284,7 +284,7 @@ func TestTrendingFromPeers(t *testing.T) {
 			// Without peers the agent answers from the store, which holds nothing.
 			a.SetPeers(nil)
 			clk.Add(time.Second) // past the cache
-			got, err = a.Trending(context.Background(), "us", "share", store.Window1h, 20)
+			got, err = a.Trending(context.Background(), "us", "share", engagement.Window1h, 20)
 			if err != nil || len(got.Items) != 0 || !got.AsOf.IsZero() {
 				t.Fatalf("Trending without peers and stored lists = %+v, %v; want nothing", got, err)
 			}
@@ -302,30 +302,30 @@ func TestTrendingFromStore(t *testing.T) {
 		c.CacheTTL = time.Minute
 	})
 	ctx := context.Background()
-	put := func(scope string, p uint32, asOf time.Time, items ...store.TrendingItem) {
+	put := func(scope string, p uint32, asOf time.Time, items ...engagement.TrendingItem) {
 		t.Helper()
-		err := st.PutTrending(ctx, store.Trending{TrendingKey: store.TrendingKey{Scope: scope, Counter: "like", Window: "24h", Partition: p}, AsOf: asOf, Items: items})
+		err := st.PutTrending(ctx, engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: scope, Counter: "like", Window: "24h", Partition: p}, AsOf: asOf, Items: items})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	put("global", 0, minute0, store.TrendingItem{ContentID: "x", Count: 50, Error: 2}, store.TrendingItem{ContentID: "y", Count: 10})
-	put("global", 3, minute0.Add(-time.Second), store.TrendingItem{ContentID: "z", Count: 30, Error: 30}, store.TrendingItem{ContentID: "w", Count: 10})
-	put("eu", 3, minute0, store.TrendingItem{ContentID: "eu-only", Count: 1})
+	put("global", 0, minute0, engagement.TrendingItem{ContentID: "x", Count: 50, Error: 2}, engagement.TrendingItem{ContentID: "y", Count: 10})
+	put("global", 3, minute0.Add(-time.Second), engagement.TrendingItem{ContentID: "z", Count: 30, Error: 30}, engagement.TrendingItem{ContentID: "w", Count: 10})
+	put("eu", 3, minute0, engagement.TrendingItem{ContentID: "eu-only", Count: 1})
 	// Older than the window: nothing it counts can be in it any more.
-	put("global", 9, minute0.Add(-24*time.Hour-time.Second), store.TrendingItem{ContentID: "stale", Count: 1000})
+	put("global", 9, minute0.Add(-24*time.Hour-time.Second), engagement.TrendingItem{ContentID: "stale", Count: 1000})
 	a.SetPeers(peerSet{self: a, agents: []*region.Agent{a}}) // affects "us" only
 
 	got, err := a.Trending(ctx, "global", "like", "24h", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.TrendingItem{{ContentID: "x", Count: 50, Error: 2}, {ContentID: "z", Count: 30, Error: 30}, {ContentID: "w", Count: 10}}
+	want := []engagement.TrendingItem{{ContentID: "x", Count: 50, Error: 2}, {ContentID: "z", Count: 30, Error: 30}, {ContentID: "w", Count: 10}}
 	if !slices.Equal(got.Items, want) || !got.AsOf.Equal(minute0.Add(-time.Second)) {
 		t.Fatalf("Trending(global) = %+v; want %+v as of the oldest partition", got, want)
 	}
 	// Cached: a change is seen after CacheTTL.
-	put("global", 5, minute0, store.TrendingItem{ContentID: "v", Count: 99})
+	put("global", 5, minute0, engagement.TrendingItem{ContentID: "v", Count: 99})
 	if got, _ := a.Trending(ctx, "global", "like", "24h", 1); got.Items[0].ContentID != "x" {
 		t.Fatalf("within the cache TTL: %+v", got.Items)
 	}
@@ -366,12 +366,12 @@ func TestHotRuleLoop(t *testing.T) {
 		c.CacheTTL = 0
 		d.Trending, d.Directory, d.ShardWriter = st, dir, dir
 	})
-	var items []store.TrendingItem
+	var items []engagement.TrendingItem
 	for i := range 5 {
-		items = append(items, store.TrendingItem{ContentID: fmt.Sprint("v", i), Count: int64(100 - i)})
+		items = append(items, engagement.TrendingItem{ContentID: fmt.Sprint("v", i), Count: int64(100 - i)})
 	}
-	if err := st.PutTrending(context.Background(), store.Trending{
-		TrendingKey: store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"}, AsOf: minute0, Items: items,
+	if err := st.PutTrending(context.Background(), engagement.Trending{
+		TrendingKey: engagement.TrendingKey{Scope: "us", Counter: "view", Window: "5m"}, AsOf: minute0, Items: items,
 	}); err != nil {
 		t.Fatal(err)
 	}

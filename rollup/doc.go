@@ -106,7 +106,7 @@
 // and why:
 //
 // Who writes which row. A stored list is one partition's:
-// store.TrendingKey carries the partition, and the rollup that owns
+// engagement.TrendingKey carries the partition, and the rollup that owns
 // partition p is the only writer of p's lists, for every scope (each
 // region and global), counter and window. An item belongs to one
 // partition, so the partitions' lists are disjoint and a reader merges

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -55,14 +55,14 @@ func TestRedeliveryOnEmbeddedStore(t *testing.T) {
 		if len(before[id]) != len(after[id]) {
 			t.Fatalf("%s rows: %d then %d", id, len(before[id]), len(after[id]))
 		}
-		var sum store.Stats
-		var global store.Stats
+		var sum engagement.Stats
+		var global engagement.Stats
 		for i, row := range after[id] {
 			b := before[id][i]
 			if row.Likes != b.Likes || row.Dislikes != b.Dislikes || row.Counters["view"] != b.Counters["view"] {
 				t.Fatalf("%s/%s changed on redelivery: %+v then %+v", id, row.Scope, b, row)
 			}
-			if row.Scope == store.GlobalScope {
+			if row.Scope == engagement.GlobalScope {
 				global = row
 				continue
 			}
@@ -80,9 +80,9 @@ func TestRedeliveryOnEmbeddedStore(t *testing.T) {
 	if got := after["v1"]; len(got) != 3 || got[0].Scope != "eu" || got[1].Scope != "global" || got[2].Scope != "us" {
 		t.Fatalf("v1 rows = %+v", got)
 	}
-	var global store.Stats
+	var global engagement.Stats
 	for _, row := range after["v1"] {
-		if row.Scope == store.GlobalScope {
+		if row.Scope == engagement.GlobalScope {
 			global = row
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/store"
 )
@@ -24,13 +25,13 @@ type RecountStore interface {
 	StatsStore
 	// ScanStats returns up to limit rows after cursor and the cursor to
 	// pass next ("" starts over; a next of "" means the scan wrapped).
-	ScanStats(ctx context.Context, cursor string, limit int) (rows []store.Stats, next string, err error)
+	ScanStats(ctx context.Context, cursor string, limit int) (rows []engagement.Stats, next string, err error)
 	// CountReactions counts an item's reactions from the by-content index.
-	CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error)
+	CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error)
 	// RecountReactions counts an item's reactions for a repair. When
 	// complete is false the tallies may miss reactions, but never count
 	// one that does not exist (each cell is a lower bound).
-	RecountReactions(ctx context.Context, contentID string) (tallies []store.RegionTally, complete bool, err error)
+	RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error)
 }
 
 // MaxRecountIDs bounds the ids of one on-demand recount.
@@ -214,7 +215,7 @@ type IDError struct {
 
 func (e *IDError) Error() string {
 	return fmt.Sprintf("id %d (%q) is not a valid content id: want 1-%d bytes of printable ASCII without spaces or '/'",
-		e.Index, e.ID, store.MaxIDLen)
+		e.Index, e.ID, engagement.MaxIDLen)
 }
 
 // Unwrap returns store.ErrInvalid.
@@ -425,7 +426,7 @@ func (rc *Recounter) Recount(ctx context.Context, ids []string, opts RecountOpti
 		return nil, fmt.Errorf("cannot recount: %w: %d ids, want 1..%d", store.ErrInvalid, len(ids), MaxRecountIDs)
 	}
 	for i, id := range ids {
-		if !store.ValidID(id) {
+		if !engagement.ValidID(id) {
 			return nil, fmt.Errorf("cannot recount: %w", &IDError{Index: i, ID: id})
 		}
 	}
@@ -444,8 +445,8 @@ func (rc *Recounter) Recount(ctx context.Context, ids []string, opts RecountOpti
 
 // candidate is an item with drift, waiting for its repair.
 type candidate struct {
-	i    int           // index in the results
-	rows []store.Stats // the rows as read before the count
+	i    int                // index in the results
+	rows []engagement.Stats // the rows as read before the count
 }
 
 // check compares each item of ids with its reactions and repairs the
@@ -513,7 +514,7 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 
 // count fills res from the item's rows and reactions and reports whether
 // the item has drift that a repair may fix.
-func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []store.Stats, opts RecountOptions) (bool, error) {
+func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engagement.Stats, opts RecountOptions) (bool, error) {
 	tallies, err := rc.st.CountReactions(ctx, res.ContentID)
 	if err != nil {
 		return false, err
@@ -571,7 +572,7 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 	behind := rc.behind(countedAt)
 	current, err := rc.st.ReadStats(ctx, ids)
 	var (
-		writes []store.Stats
+		writes []engagement.Stats
 		fixed  []int // indexes into cands
 	)
 	if err == nil && behind == "" {
@@ -653,7 +654,7 @@ func (rc *Recounter) logUnrepaired(items []ItemResult) {
 // RowResult per scope: every existing row, every counted region and the
 // global row. A cell moves to its count unless the count is not complete,
 // lowering is not allowed and the count is below the cell.
-func planRows(rows []store.Stats, tallies []store.RegionTally, complete, allowLower bool) ([]RowResult, error) {
+func planRows(rows []engagement.Stats, tallies []engagement.RegionTally, complete, allowLower bool) ([]RowResult, error) {
 	byScope := make(map[string]*RowResult, len(rows)+len(tallies)+1)
 	get := func(scope string) *RowResult {
 		r, ok := byScope[scope]
@@ -668,9 +669,9 @@ func planRows(rows []store.Stats, tallies []store.RegionTally, complete, allowLo
 		r.Exists = true
 		r.Before = Tally{row.Likes, row.Dislikes}
 	}
-	g := get(store.GlobalScope)
+	g := get(engagement.GlobalScope)
 	for _, t := range tallies {
-		if !store.ValidRegion(t.Region) {
+		if !engagement.ValidRegion(t.Region) {
 			return nil, fmt.Errorf("cannot recount: a reaction's region %q cannot name a totals row", t.Region)
 		}
 		r := get(t.Region)
@@ -727,21 +728,21 @@ func unrepaired(plan []RowResult) int {
 // was applied to the item before it was counted (messages apply in order,
 // an item's rows together), so a redelivery of one of them must not touch
 // the repaired row, and a later one must.
-func repairRows(id string, rows []store.Stats, plan []RowResult, now time.Time) []store.Stats {
+func repairRows(id string, rows []engagement.Stats, plan []RowResult, now time.Time) []engagement.Stats {
 	var seq uint64
-	byScope := make(map[string]store.Stats, len(rows))
+	byScope := make(map[string]engagement.Stats, len(rows))
 	for _, row := range rows {
 		seq = max(seq, row.LastSeq)
 		byScope[row.Scope] = row
 	}
-	var out []store.Stats
+	var out []engagement.Stats
 	for _, r := range plan {
 		if r.After == r.Before {
 			continue
 		}
 		row, ok := byScope[r.Scope]
 		if !ok {
-			row = store.Stats{ContentID: id, Scope: r.Scope}
+			row = engagement.Stats{ContentID: id, Scope: r.Scope}
 		}
 		row.Counters = maps.Clone(row.Counters)
 		row.Likes, row.Dislikes = r.After.Likes, r.After.Dislikes
@@ -754,11 +755,11 @@ func repairRows(id string, rows []store.Stats, plan []RowResult, now time.Time) 
 
 // sameRows reports whether two reads of an item's rows are the same: no
 // row appeared, vanished or changed.
-func sameRows(a, b []store.Stats) bool {
+func sameRows(a, b []engagement.Stats) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	byScope := make(map[string]*store.Stats, len(a))
+	byScope := make(map[string]*engagement.Stats, len(a))
 	for i := range a {
 		byScope[a[i].Scope] = &a[i]
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
@@ -56,13 +57,13 @@ func newTestRecounter(t *testing.T, st RecountStore, cfg RecountConfig) *Recount
 // reaction is one user's reaction in a test's setup.
 type reaction struct {
 	user, region string
-	action       store.Action
+	action       engagement.Action
 }
 
 func insertReactions(t *testing.T, st *embedded.Store, content string, rs []reaction) {
 	t.Helper()
 	for _, r := range rs {
-		row := store.Reaction{UserID: r.user, ContentID: content, Action: r.action, Region: r.region,
+		row := engagement.Reaction{UserID: r.user, ContentID: content, Action: r.action, Region: r.region,
 			Version: 1, Incarnation: rand.Uint64() | 1, UpdatedAt: time.Now()}
 		if ok, err := st.InsertReaction(t.Context(), row); err != nil || !ok {
 			t.Fatalf("InsertReaction(%+v) = %v, %v", row, ok, err)
@@ -99,7 +100,7 @@ func counted(t *testing.T, st RecountStore, id string) map[string]Tally {
 		g.Dislikes += x.Dislikes
 	}
 	if len(ts) > 0 {
-		out[store.GlobalScope] = g
+		out[engagement.GlobalScope] = g
 	}
 	return out
 }
@@ -126,29 +127,29 @@ func TestRecountPassRepairsCorruption(t *testing.T) {
 	st := openEmbedded(t)
 	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
 	old := time.Now().Add(-time.Hour).UTC()
-	row := func(id, scope string, likes, dislikes int64, seq uint64) store.Stats {
-		return store.Stats{ContentID: id, Scope: scope, Likes: likes, Dislikes: dislikes,
+	row := func(id, scope string, likes, dislikes int64, seq uint64) engagement.Stats {
+		return engagement.Stats{ContentID: id, Scope: scope, Likes: likes, Dislikes: dislikes,
 			Counters: map[string]int64{"view": 7}, UpdatedAt: old, LastSeq: seq}
 	}
-	usLikes := []reaction{{"u1", "us", store.ActionLike}, {"u2", "us", store.ActionLike}, {"u3", "eu", store.ActionDislike}}
+	usLikes := []reaction{{"u1", "us", engagement.ActionLike}, {"u2", "us", engagement.ActionLike}, {"u3", "eu", engagement.ActionDislike}}
 	tests := []struct {
 		id        string
 		reactions []reaction
-		rows      []store.Stats
+		rows      []engagement.Stats
 		wantDrift int64
 		wantRows  int // rows rewritten
 	}{
-		{"clean", usLikes, []store.Stats{
+		{"clean", usLikes, []engagement.Stats{
 			row("clean", "global", 2, 1, 9), row("clean", "us", 2, 0, 9), row("clean", "eu", 0, 1, 4)}, 0, 0},
-		{"added", usLikes, []store.Stats{
+		{"added", usLikes, []engagement.Stats{
 			row("added", "global", 7, 1, 9), row("added", "us", 2, 0, 9), row("added", "eu", 0, 1, 4)}, 5, 1},
-		{"subtracted", usLikes, []store.Stats{
+		{"subtracted", usLikes, []engagement.Stats{
 			row("subtracted", "global", 2, 1, 9), row("subtracted", "us", 2, 0, 9), row("subtracted", "eu", 0, -2, 4)}, 3, 1},
-		{"region-dropped", usLikes, []store.Stats{
+		{"region-dropped", usLikes, []engagement.Stats{
 			row("region-dropped", "global", 2, 1, 9), row("region-dropped", "us", 2, 0, 9)}, 1, 1},
-		{"both-ways", usLikes, []store.Stats{
+		{"both-ways", usLikes, []engagement.Stats{
 			row("both-ways", "global", 2, 0, 12), row("both-ways", "us", 6, 0, 12), row("both-ways", "eu", 0, 1, 4)}, 5, 2},
-		{"no-reactions", nil, []store.Stats{
+		{"no-reactions", nil, []engagement.Stats{
 			row("no-reactions", "global", 3, 1, 2), row("no-reactions", "us", 3, 1, 2)}, 8, 2},
 	}
 	for _, tt := range tests {
@@ -195,7 +196,7 @@ func TestRecountPassRepairsCorruption(t *testing.T) {
 				maxSeq = max(maxSeq, r.LastSeq)
 			}
 			for _, r := range after[tt.id] {
-				before := slices.IndexFunc(tt.rows, func(o store.Stats) bool { return o.Scope == r.Scope })
+				before := slices.IndexFunc(tt.rows, func(o engagement.Stats) bool { return o.Scope == r.Scope })
 				rewritten := before < 0 || tt.rows[before].Likes != r.Likes || tt.rows[before].Dislikes != r.Dislikes
 				if rewritten && (r.LastSeq != maxSeq || !r.UpdatedAt.After(old)) {
 					t.Errorf("repaired row %s: seq %d, updated %v; want seq %d and a fresh time", r.Scope, r.LastSeq, r.UpdatedAt, maxSeq)
@@ -241,11 +242,11 @@ func TestRecountPassResumes(t *testing.T) {
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.Batch = 4
 	rc := newTestRecounter(t, st, cfg)
-	var rows []store.Stats
+	var rows []engagement.Stats
 	for i := range 10 {
 		id := fmt.Sprintf("item-%02d", i)
-		rows = append(rows, store.Stats{ContentID: id, Scope: store.GlobalScope, Likes: 1},
-			store.Stats{ContentID: id, Scope: "us", Likes: 1})
+		rows = append(rows, engagement.Stats{ContentID: id, Scope: engagement.GlobalScope, Likes: 1},
+			engagement.Stats{ContentID: id, Scope: "us", Likes: 1})
 	}
 	if err := st.WriteStats(t.Context(), rows); err != nil {
 		t.Fatal(err)
@@ -295,11 +296,11 @@ func TestRecountSample(t *testing.T) {
 	cfg.StaleAfter = time.Hour
 	cfg.Sample = 3
 	rc := newTestRecounter(t, st, cfg)
-	var rows []store.Stats
+	var rows []engagement.Stats
 	for i := range 8 {
-		rows = append(rows, store.Stats{ContentID: fmt.Sprintf("fresh-%d", i), Scope: store.GlobalScope, UpdatedAt: time.Now()})
+		rows = append(rows, engagement.Stats{ContentID: fmt.Sprintf("fresh-%d", i), Scope: engagement.GlobalScope, UpdatedAt: time.Now()})
 	}
-	rows = append(rows, store.Stats{ContentID: "stale", Scope: store.GlobalScope, UpdatedAt: time.Now().Add(-2 * time.Hour)})
+	rows = append(rows, engagement.Stats{ContentID: "stale", Scope: engagement.GlobalScope, UpdatedAt: time.Now().Add(-2 * time.Hour)})
 	if err := st.WriteStats(t.Context(), rows); err != nil {
 		t.Fatal(err)
 	}
@@ -334,9 +335,9 @@ func TestRecountOnDemand(t *testing.T) {
 		}
 	}
 	rc := newTestRecounter(t, st, cfg)
-	insertReactions(t, st, "mine", []reaction{{"u1", "us", store.ActionLike}, {"u2", "eu", store.ActionDislike}})
-	insertReactions(t, st, other, []reaction{{"u1", "us", store.ActionLike}})
-	corrupt := []store.Stats{{ContentID: other, Scope: store.GlobalScope, Likes: 40}, {ContentID: other, Scope: "us", Likes: 40}}
+	insertReactions(t, st, "mine", []reaction{{"u1", "us", engagement.ActionLike}, {"u2", "eu", engagement.ActionDislike}})
+	insertReactions(t, st, other, []reaction{{"u1", "us", engagement.ActionLike}})
+	corrupt := []engagement.Stats{{ContentID: other, Scope: engagement.GlobalScope, Likes: 40}, {ContentID: other, Scope: "us", Likes: 40}}
 	if err := st.WriteStats(t.Context(), corrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestRecountOnDemand(t *testing.T) {
 		{"malformed id", []string{"mine", "bad id", "x"}, 1},
 		{"slash", []string{"a/b"}, 0},
 		{"empty id", []string{"mine", ""}, 1},
-		{"too long", []string{strings.Repeat("v", store.MaxIDLen+1)}, 0},
+		{"too long", []string{strings.Repeat("v", engagement.MaxIDLen+1)}, 0},
 		{"no ids", nil, -1},
 		{"too many ids", make([]string, MaxRecountIDs+1), -1},
 	} {
@@ -446,7 +447,7 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 	const quiet = 2 * time.Second
 	msg := func(id string, flushed time.Time) []byte {
 		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
-			Sums: []partial.Sum{{ContentID: id, Counter: store.CounterLike, Region: "us", Delta: 1}}})
+			Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
 	}
 	tests := []struct {
 		name       string
@@ -478,9 +479,9 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 			t.Parallel()
 			st := openEmbedded(t)
 			rc := newTestRecounter(t, st, testRecountConfig(quiet))
-			insertReactions(t, st, "x", []reaction{{"u1", "us", store.ActionLike}})
-			if err := st.WriteStats(t.Context(), []store.Stats{
-				{ContentID: "x", Scope: store.GlobalScope, Likes: 10, LastSeq: 5},
+			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
+			if err := st.WriteStats(t.Context(), []engagement.Stats{
+				{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
 				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
 			}); err != nil {
 				t.Fatal(err)
@@ -489,7 +490,7 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 			if res.Status != ItemDeferred || !strings.Contains(res.Reason, tt.wantReason) {
 				t.Fatalf("result = %+v; want deferred because %q", res, tt.wantReason)
 			}
-			if got := tallies(t, st, "x")[store.GlobalScope].Likes; got != tt.wantLikes {
+			if got := tallies(t, st, "x")[engagement.GlobalScope].Likes; got != tt.wantLikes {
 				t.Fatalf("global likes = %d; want %d (untouched by the recount)", got, tt.wantLikes)
 			}
 			s := rc.Stats()
@@ -504,12 +505,12 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 // target; a count that may be short only raises a total, unless lowering
 // is allowed.
 func TestPlanRows(t *testing.T) {
-	rows := []store.Stats{
+	rows := []engagement.Stats{
 		{Scope: "global", Likes: 5, Dislikes: 2},
 		{Scope: "eu", Likes: 1, Dislikes: 2},
 		{Scope: "us", Likes: 4},
 	}
-	counts := []store.RegionTally{{Region: "eu", Likes: 3, Dislikes: 1}, {Region: "us", Likes: 2}, {Region: "ap", Dislikes: 1}}
+	counts := []engagement.RegionTally{{Region: "eu", Likes: 3, Dislikes: 1}, {Region: "us", Likes: 2}, {Region: "ap", Dislikes: 1}}
 	tests := []struct {
 		name                 string
 		complete, allowLower bool
@@ -538,7 +539,7 @@ func TestPlanRows(t *testing.T) {
 			}
 		})
 	}
-	if _, err := planRows(nil, []store.RegionTally{{Region: "global", Likes: 1}}, true, false); err == nil {
+	if _, err := planRows(nil, []engagement.RegionTally{{Region: "global", Likes: 1}}, true, false); err == nil {
 		t.Fatal("a reaction region named global was accepted as a scope")
 	}
 }
@@ -629,7 +630,7 @@ func (p *pipeline) drain(t *testing.T) {
 // toggle sets a random reaction; a contended compare-and-set is the only
 // error a correct store gives here.
 func toggle(t *testing.T, a *region.Agent, user, item string) {
-	action := []store.Action{store.ActionLike, store.ActionDislike, store.ActionNone}[rand.IntN(3)]
+	action := []engagement.Action{engagement.ActionLike, engagement.ActionDislike, engagement.ActionNone}[rand.IntN(3)]
 	if _, err := a.React(context.Background(), user, item, action); err != nil && !errors.Is(err, region.ErrContended) {
 		t.Errorf("React(%s, %s, %v): %v", user, item, action, err)
 	}
@@ -648,9 +649,9 @@ func TestRecountRacesLivePipeline(t *testing.T) {
 	busy := []string{"busy-0", "busy-1", "busy-2", "busy-3", "busy-4", "busy-5"}
 	drifted := map[string]int64{"drift-0": 3, "drift-1": 1, "drift-2": 6}
 	for id, d := range drifted {
-		insertReactions(t, p.st, id, []reaction{{"u1", "us", store.ActionLike}, {"u2", "eu", store.ActionDislike}})
-		if err := p.st.WriteStats(ctx, []store.Stats{
-			{ContentID: id, Scope: store.GlobalScope, Likes: 1 + d, Dislikes: 1},
+		insertReactions(t, p.st, id, []reaction{{"u1", "us", engagement.ActionLike}, {"u2", "eu", engagement.ActionDislike}})
+		if err := p.st.WriteStats(ctx, []engagement.Stats{
+			{ContentID: id, Scope: engagement.GlobalScope, Likes: 1 + d, Dislikes: 1},
 			{ContentID: id, Scope: "us", Likes: 1 + d},
 			{ContentID: id, Scope: "eu", Dislikes: 1},
 		}); err != nil {
@@ -771,7 +772,7 @@ func TestRecountWaitsForInFlightDeltas(t *testing.T) {
 	p := startPipeline(t, time.Second, 200*time.Millisecond)
 	ids := []string{"inflight-0", "inflight-1", "inflight-2", "inflight-3", "inflight-4"}
 	for _, id := range ids {
-		if _, err := p.agent.React(t.Context(), "u1", id, store.ActionLike); err != nil {
+		if _, err := p.agent.React(t.Context(), "u1", id, engagement.ActionLike); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -837,7 +838,7 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 	const quiet = time.Second
 	msg := func(id string, flushed time.Time) []byte {
 		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
-			Sums: []partial.Sum{{ContentID: id, Counter: store.CounterLike, Region: "us", Delta: 1}}})
+			Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
 	}
 	tests := []struct {
 		name       string
@@ -864,9 +865,9 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 			t.Parallel()
 			st := openEmbedded(t)
 			rc := newTestRecounter(t, st, testRecountConfig(quiet))
-			insertReactions(t, st, "x", []reaction{{"u1", "us", store.ActionLike}})
-			if err := st.WriteStats(t.Context(), []store.Stats{
-				{ContentID: "x", Scope: store.GlobalScope, Likes: 10, LastSeq: 5},
+			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
+			if err := st.WriteStats(t.Context(), []engagement.Stats{
+				{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
 				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
 			}); err != nil {
 				t.Fatal(err)
@@ -879,7 +880,7 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 			if res[0].Status != ItemDeferred || !strings.Contains(res[0].Reason, tt.wantReason) {
 				t.Fatalf("result = %+v; want deferred because %q", res[0], tt.wantReason)
 			}
-			if got := tallies(t, st, "x")[store.GlobalScope].Likes; got != 10 {
+			if got := tallies(t, st, "x")[engagement.GlobalScope].Likes; got != 10 {
 				t.Fatalf("global likes = %d; want 10 (untouched by the recount)", got)
 			}
 		})

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
-	"github.com/edgecount/edgecount/store"
 )
 
 // ErrPoison marks a message that can never be applied (it does not decode or
@@ -21,8 +21,8 @@ var ErrPoison = errors.New("poison message")
 // StatsStore is what the rollup needs of ContentStats: read every scope row
 // of some items in one lookup, and write rows as plain values.
 type StatsStore interface {
-	ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
-	WriteStats(ctx context.Context, rows []store.Stats) error
+	ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
+	WriteStats(ctx context.Context, rows []engagement.Stats) error
 }
 
 // Stats are the rollup's running totals, exported for metrics.
@@ -90,9 +90,9 @@ type delta struct {
 
 func (d *delta) add(counter string, v int64) {
 	switch counter {
-	case store.CounterLike:
+	case engagement.CounterLike:
 		d.likes += v
-	case store.CounterDislike:
+	case engagement.CounterDislike:
 		d.dislikes += v
 	default:
 		if d.counters == nil {
@@ -119,7 +119,7 @@ func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 	}
 	for i := range b.Sums {
 		s := &b.Sums[i]
-		g := rowKey{s.ContentID, store.GlobalScope}
+		g := rowKey{s.ContentID, engagement.GlobalScope}
 		if _, ok := deltas[g]; !ok {
 			ids = append(ids, s.ContentID)
 		}
@@ -138,19 +138,19 @@ func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 		r.stats.ApplyErrors.Add(1)
 		return fmt.Errorf("cannot read totals for seq %d: %w", seq, err)
 	}
-	existing := make(map[rowKey]store.Stats, len(deltas))
+	existing := make(map[rowKey]engagement.Stats, len(deltas))
 	for id, rows := range current {
 		for _, row := range rows {
 			existing[rowKey{id, row.Scope}] = row
 		}
 	}
 	now := r.now()
-	rows := make([]store.Stats, 0, len(deltas))
+	rows := make([]engagement.Stats, 0, len(deltas))
 	skipped := 0
 	for k, d := range deltas {
 		row, ok := existing[k]
 		if !ok {
-			row = store.Stats{ContentID: k.content, Scope: k.scope}
+			row = engagement.Stats{ContentID: k.content, Scope: k.scope}
 		}
 		if row.LastSeq >= seq {
 			skipped++

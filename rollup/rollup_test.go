@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
-	"github.com/edgecount/edgecount/store"
 )
 
 // memStats is an in-memory StatsStore for unit tests of the apply logic.
@@ -19,18 +19,18 @@ import (
 // store that crashes in the middle of a multi-row write.
 type memStats struct {
 	mu        sync.Mutex
-	rows      map[rowKey]store.Stats
+	rows      map[rowKey]engagement.Stats
 	failAfter int
 }
 
-func newMemStats() *memStats { return &memStats{rows: make(map[rowKey]store.Stats)} }
+func newMemStats() *memStats { return &memStats{rows: make(map[rowKey]engagement.Stats)} }
 
 var errWrite = errors.New("write failed")
 
-func (m *memStats) ReadStats(_ context.Context, ids []string) (map[string][]store.Stats, error) {
+func (m *memStats) ReadStats(_ context.Context, ids []string) (map[string][]engagement.Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string][]store.Stats)
+	out := make(map[string][]engagement.Stats)
 	for _, id := range ids {
 		for k, row := range m.rows {
 			if k.content == id {
@@ -42,7 +42,7 @@ func (m *memStats) ReadStats(_ context.Context, ids []string) (map[string][]stor
 	return out, nil
 }
 
-func (m *memStats) WriteStats(_ context.Context, rows []store.Stats) error {
+func (m *memStats) WriteStats(_ context.Context, rows []engagement.Stats) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, row := range rows {

@@ -13,14 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
-	"github.com/edgecount/edgecount/store"
 )
 
 // TrendingStore is what the rollup needs to keep trending lists: store one
 // partition's list of a (scope, counter, window).
 type TrendingStore interface {
-	PutTrending(ctx context.Context, t store.Trending) error
+	PutTrending(ctx context.Context, t engagement.Trending) error
 }
 
 // TrendingConfig configures the rollup's trending lists.
@@ -179,7 +179,7 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 			tp.mu.Lock()
 			now := t.now()
 			w := tp.dirty && now.Sub(tp.lastWrite) >= t.cfg.Interval
-			var rows []store.Trending
+			var rows []engagement.Trending
 			var gen uint64
 			if w {
 				rows, gen, w = t.prepare(tp, now)
@@ -199,21 +199,21 @@ const numWindows = 3
 func windowName(i int) string {
 	switch i {
 	case 0:
-		return store.Window5m
+		return engagement.Window5m
 	case 1:
-		return store.Window1h
+		return engagement.Window1h
 	default:
-		return store.Window24h
+		return engagement.Window24h
 	}
 }
 
 func windowIndex(w string) int {
 	switch w {
-	case store.Window5m:
+	case engagement.Window5m:
 		return 0
-	case store.Window1h:
+	case engagement.Window1h:
 		return 1
-	case store.Window24h:
+	case engagement.Window24h:
 		return 2
 	}
 	return -1
@@ -339,7 +339,7 @@ func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 
 // applyLocked is apply under tp.mu; it returns the lists to store when
 // Interval has passed since the last write.
-func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]store.Trending, uint64, bool) {
+func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]engagement.Trending, uint64, bool) {
 	if seq <= tp.lastSeq {
 		t.stats.Redelivered.Add(1)
 		return nil, 0, false
@@ -449,7 +449,7 @@ func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error
 
 // prepare recomputes the partition's lists; tp.mu is held. ok is false
 // for a partition that is gone.
-func (t *trender) prepare(tp *trendPart, now time.Time) (rows []store.Trending, gen uint64, ok bool) {
+func (t *trender) prepare(tp *trendPart, now time.Time) (rows []engagement.Trending, gen uint64, ok bool) {
 	if tp.gone {
 		return nil, 0, false
 	}
@@ -465,7 +465,7 @@ func (t *trender) prepare(tp *trendPart, now time.Time) (rows []store.Trending, 
 // slow or frozen store delays only other stores of this partition's lists.
 // A set older than one already stored is dropped; a partition that is
 // gone stores nothing more. A failed row is marked to be written again.
-func (t *trender) put(ctx context.Context, tp *trendPart, rows []store.Trending, gen uint64) error {
+func (t *trender) put(ctx context.Context, tp *trendPart, rows []engagement.Trending, gen uint64) error {
 	tp.wmu.Lock()
 	defer tp.wmu.Unlock()
 	if gen < tp.putGen {
@@ -509,7 +509,7 @@ func (t *trender) put(ctx context.Context, tp *trendPart, rows []store.Trending,
 // partition's lists as of its newest flush time: one per region and one
 // global per (counter, window), plus an empty one for every list stored
 // non-empty last time that has no items now.
-func (t *trender) compute(tp *trendPart) []store.Trending {
+func (t *trender) compute(tp *trendPart) []engagement.Trending {
 	m := floorDiv(tp.nowMs, time.Minute.Milliseconds())
 	asOf := time.UnixMilli(tp.nowMs)
 	var cands int64
@@ -543,9 +543,9 @@ func (t *trender) compute(tp *trendPart) []store.Trending {
 	tp.cands = cands
 
 	byCounter := make(map[string][]*trendGroup)
-	var out []store.Trending
+	var out []engagement.Trending
 	rows := make(map[rowID]bool) // stored non-empty now
-	emit := func(scope, counter string, wi int, items []store.TrendingItem) {
+	emit := func(scope, counter string, wi int, items []engagement.TrendingItem) {
 		id := rowID{scope, counter, wi}
 		if len(items) == 0 && !tp.rows[id] {
 			return
@@ -553,8 +553,8 @@ func (t *trender) compute(tp *trendPart) []store.Trending {
 		delete(tp.rows, id)
 		rank(items)
 		items = items[:min(len(items), t.cfg.RowItems)]
-		out = append(out, store.Trending{
-			TrendingKey: store.TrendingKey{Scope: scope, Counter: counter, Window: windowName(wi), Partition: tp.id},
+		out = append(out, engagement.Trending{
+			TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: windowName(wi), Partition: tp.id},
 			AsOf:        asOf, Items: items,
 		})
 		if len(items) > 0 {
@@ -574,10 +574,10 @@ func (t *trender) compute(tp *trendPart) []store.Trending {
 		g := tp.groups[k]
 		byCounter[k.counter] = append(byCounter[k.counter], g)
 		for wi := range numWindows {
-			var items []store.TrendingItem
+			var items []engagement.TrendingItem
 			for id := range g.candidates(wi, m) {
 				if lo, hi := g.bound(id, wi, m); hi > 0 {
-					items = append(items, store.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
+					items = append(items, engagement.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
 				}
 			}
 			emit(k.region, k.counter, wi, items)
@@ -598,7 +598,7 @@ func (t *trender) compute(tp *trendPart) []store.Trending {
 					ids[id] = true
 				}
 			}
-			var items []store.TrendingItem
+			var items []engagement.TrendingItem
 			for id := range ids {
 				var lo, hi int64
 				for _, g := range gs {
@@ -606,17 +606,17 @@ func (t *trender) compute(tp *trendPart) []store.Trending {
 					lo, hi = satAdd(lo, l), satAdd(hi, h)
 				}
 				if hi > 0 {
-					items = append(items, store.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
+					items = append(items, engagement.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
 				}
 			}
-			emit(store.GlobalScope, counter, wi, items)
+			emit(engagement.GlobalScope, counter, wi, items)
 		}
 	}
 	// What is left of the last write's non-empty lists belongs to groups
 	// that are gone: store those lists empty.
 	for id := range tp.rows {
-		out = append(out, store.Trending{
-			TrendingKey: store.TrendingKey{Scope: id.scope, Counter: id.counter, Window: windowName(id.window), Partition: tp.id},
+		out = append(out, engagement.Trending{
+			TrendingKey: engagement.TrendingKey{Scope: id.scope, Counter: id.counter, Window: windowName(id.window), Partition: tp.id},
 			AsOf:        asOf,
 		})
 	}
@@ -729,8 +729,8 @@ func (r *ring) sum(wi int, m int64) (int64, bool) {
 }
 
 // rank sorts items by count descending, then id.
-func rank(items []store.TrendingItem) {
-	slices.SortFunc(items, func(a, b store.TrendingItem) int {
+func rank(items []engagement.TrendingItem) {
+	slices.SortFunc(items, func(a, b engagement.TrendingItem) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.ContentID, b.ContentID))
 	})
 }

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -145,7 +145,7 @@ func TestTrendingAcrossRegions(t *testing.T) {
 		t.Helper()
 		clk.Set(start.Add(time.Duration(minute) * time.Minute))
 		counts := map[string]map[string]int64{}
-		for _, s := range append(slices.Clone(regions), store.GlobalScope) {
+		for _, s := range append(slices.Clone(regions), engagement.GlobalScope) {
 			counts[s] = map[string]int64{}
 		}
 		zipf := rand.NewZipf(rng, 1.2, 1, items-1)
@@ -155,7 +155,7 @@ func TestTrendingAcrossRegions(t *testing.T) {
 			ai := rng.IntN(len(agents))
 			batches[ai] = append(batches[ai], region.Increment{ContentID: id, Counter: "view", Delta: 1})
 			counts[agents[ai].Config().Region][id]++
-			counts[store.GlobalScope][id]++
+			counts[engagement.GlobalScope][id]++
 			if len(batches[ai]) == 100 {
 				if err := agents[ai].Increment(ctx, batches[ai]); err != nil {
 					t.Fatal(err)
@@ -190,7 +190,7 @@ func TestTrendingAcrossRegions(t *testing.T) {
 	windowCounts := func(scope, window string) map[string]int64 {
 		out := map[string]int64{}
 		for minute, counts := range exact {
-			if window == store.Window5m && minute < 7-4 {
+			if window == engagement.Window5m && minute < 7-4 {
 				continue
 			}
 			for id, n := range counts[scope] {
@@ -201,8 +201,8 @@ func TestTrendingAcrossRegions(t *testing.T) {
 	}
 	reader := agents[0]
 	zeroErrors, wideBounds := 0, 0
-	for _, scope := range append(slices.Clone(regions), store.GlobalScope) {
-		for _, w := range store.TrendingWindows() {
+	for _, scope := range append(slices.Clone(regions), engagement.GlobalScope) {
+		for _, w := range engagement.TrendingWindows() {
 			want := windowCounts(scope, w)
 			ids := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
 				return cmp.Or(cmp.Compare(want[b], want[a]), strings.Compare(a, b))
@@ -239,7 +239,7 @@ func TestTrendingAcrossRegions(t *testing.T) {
 			if !slices.Equal(top, ids[:10]) {
 				t.Errorf("%s %s: top 10 = %v\nexact      %v", scope, w, top, ids[:10])
 			}
-			if w == store.Window5m {
+			if w == engagement.Window5m {
 				for _, it := range got.Items[:10] {
 					if it.Error != 0 {
 						t.Errorf("%s 5m: %+v has an error bound; the rollup counted it exactly", scope, it)

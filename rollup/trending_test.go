@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 )
 
@@ -82,12 +82,12 @@ func (g *trendRig) send(agent string, epoch uint64, region string, at time.Time,
 
 // rows writes the lists and returns (scope, counter, window) → items of
 // partition 0.
-func (g *trendRig) rows(scope, counter, window string) ([]store.TrendingItem, time.Time) {
+func (g *trendRig) rows(scope, counter, window string) ([]engagement.TrendingItem, time.Time) {
 	g.t.Helper()
 	if err := g.r.WriteTrending(context.Background()); err != nil {
 		g.t.Fatalf("WriteTrending: %v", err)
 	}
-	tr, _, err := g.st.GetTrending(context.Background(), store.TrendingKey{Scope: scope, Counter: counter, Window: window})
+	tr, _, err := g.st.GetTrending(context.Background(), engagement.TrendingKey{Scope: scope, Counter: counter, Window: window})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -102,15 +102,15 @@ func item(id string, count, errBound int64) partial.TopItem {
 	return partial.TopItem{ContentID: id, Count: count, Error: errBound}
 }
 
-func ti(id string, count, errBound int64) store.TrendingItem {
-	return store.TrendingItem{ContentID: id, Count: count, Error: errBound}
+func ti(id string, count, errBound int64) engagement.TrendingItem {
+	return engagement.TrendingItem{ContentID: id, Count: count, Error: errBound}
 }
 
 func sum(id string, d int64) partial.Sum {
 	return partial.Sum{ContentID: id, Counter: "view", Delta: d}
 }
 
-func wantItems(t *testing.T, what string, got, want []store.TrendingItem) {
+func wantItems(t *testing.T, what string, got, want []engagement.TrendingItem) {
 	t.Helper()
 	if !slices.Equal(got, want) {
 		t.Errorf("%s = %v\nwant %v", what, got, want)
@@ -127,14 +127,14 @@ func TestTrendingMergesLists(t *testing.T) {
 	g.send("eu-1", 1, "eu", minuteM, nil, list("5m", 0, item("y", 70, 0), item("z", 60, 0)))
 
 	us, asOf := g.rows("us", "view", "5m")
-	wantItems(t, "us", us, []store.TrendingItem{ti("x", 130, 10), ti("y", 53, 3), ti("z", 25, 7)})
+	wantItems(t, "us", us, []engagement.TrendingItem{ti("x", 130, 10), ti("y", 53, 3), ti("z", 25, 7)})
 	if !asOf.Equal(minuteM) {
 		t.Errorf("as of %v, want the newest flush %v", asOf, minuteM)
 	}
 	eu, _ := g.rows("eu", "view", "5m")
-	wantItems(t, "eu", eu, []store.TrendingItem{ti("y", 70, 0), ti("z", 60, 0)})
+	wantItems(t, "eu", eu, []engagement.TrendingItem{ti("y", 70, 0), ti("z", 60, 0)})
 	global, _ := g.rows("global", "view", "5m")
-	wantItems(t, "global", global, []store.TrendingItem{ti("x", 130, 10), ti("y", 123, 3), ti("z", 85, 7)})
+	wantItems(t, "global", global, []engagement.TrendingItem{ti("x", 130, 10), ti("y", 123, 3), ti("z", 85, 7)})
 	if other, _ := g.rows("global", "view", "1h"); len(other) != 0 {
 		t.Errorf("1h list without 1h lists: %v", other)
 	}
@@ -142,15 +142,15 @@ func TestTrendingMergesLists(t *testing.T) {
 	// A newer list of an agent replaces its older one.
 	g.send("us-2", 1, "us", minuteM.Add(time.Second), nil, list("5m", 3, item("x", 31, 0), item("z", 20, 2)))
 	us, _ = g.rows("us", "view", "5m")
-	wantItems(t, "us after a newer list", us, []store.TrendingItem{ti("x", 131, 10), ti("y", 53, 3), ti("z", 25, 7)})
+	wantItems(t, "us after a newer list", us, []engagement.TrendingItem{ti("x", 131, 10), ti("y", 53, 3), ti("z", 25, 7)})
 	// A restarted agent (new epoch) adds to what its last run listed.
 	g.send("us-2", 2, "us", minuteM.Add(2*time.Second), nil, list("5m", 0, item("x", 1, 0)))
 	us, _ = g.rows("us", "view", "5m")
-	wantItems(t, "us after a restart", us, []store.TrendingItem{ti("x", 132, 10), ti("y", 53, 3), ti("z", 25, 7)})
+	wantItems(t, "us after a restart", us, []engagement.TrendingItem{ti("x", 132, 10), ti("y", 53, 3), ti("z", 25, 7)})
 	// An empty list says the agent has nothing any more.
 	g.send("us-2", 1, "us", minuteM.Add(3*time.Second), nil, list("5m", 0))
 	us, _ = g.rows("us", "view", "5m")
-	wantItems(t, "us after an empty list", us, []store.TrendingItem{ti("x", 101, 10), ti("y", 50, 0)})
+	wantItems(t, "us after an empty list", us, []engagement.TrendingItem{ti("x", 101, 10), ti("y", 50, 0)})
 }
 
 // TestTrendingAgesLists: a list from an earlier minute than the newest
@@ -163,16 +163,16 @@ func TestTrendingAgesLists(t *testing.T) {
 	// us-1 lists again in the next minute; us-2 has not yet.
 	g.send("us-1", 1, "us", minute(1), nil, list("5m", 0, item("x", 100, 10)), list("1h", 0, item("x", 100, 10)))
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "5m, one list a minute old", us, []store.TrendingItem{ti("x", 140, 50)})
+	wantItems(t, "5m, one list a minute old", us, []engagement.TrendingItem{ti("x", 140, 50)})
 
 	// Five minutes on, us-2's list (minute 0) is out of every 5m window,
 	// and the rollup has counted x exactly since minute 1: no sum, so x is
 	// not trending over 5m any more (a count of 0 is not listed).
 	g.send("us-1", 1, "us", minute(5), nil, list("5m", 0, item("w", 100, 10)), list("1h", 0, item("x", 100, 10), item("w", 100, 10)))
 	us, _ = g.rows("us", "view", "5m")
-	wantItems(t, "5m, one list past the window", us, []store.TrendingItem{ti("w", 100, 10)})
+	wantItems(t, "5m, one list past the window", us, []engagement.TrendingItem{ti("w", 100, 10)})
 	us, _ = g.rows("us", "view", "1h")
-	wantItems(t, "1h, one list a few minutes old", us, []store.TrendingItem{ti("x", 140, 50), ti("w", 102, 12)})
+	wantItems(t, "1h, one list a few minutes old", us, []engagement.TrendingItem{ti("x", 140, 50), ti("w", 102, 12)})
 
 	// A day on, with no list since, nothing is left: the rows go empty.
 	g.send("eu-1", 1, "eu", minute(25*60), nil, list("5m", 0, item("e", 1, 0)))
@@ -182,7 +182,7 @@ func TestTrendingAgesLists(t *testing.T) {
 		}
 	}
 	global, _ := g.rows("global", "view", "5m")
-	wantItems(t, "global a day later", global, []store.TrendingItem{ti("e", 1, 0)})
+	wantItems(t, "global a day later", global, []engagement.TrendingItem{ti("e", 1, 0)})
 }
 
 // TestTrendingExactCounts: once an item is listed, the rollup counts its
@@ -211,16 +211,16 @@ func TestTrendingExactCounts(t *testing.T) {
 		if k == 4 {
 			us, _ := g.rows("us", "view", "5m")
 			// Minutes 1..4 counted, the window starts at minute 0: a lower bound.
-			wantItems(t, "5m at minute 4", us, []store.TrendingItem{ti("x", 1000, 1000-(1+2+3+4))})
+			wantItems(t, "5m at minute 4", us, []engagement.TrendingItem{ti("x", 1000, 1000-(1+2+3+4))})
 			if s := g.r.TrendingStats(); s.Candidates.Load() != 1 {
 				t.Errorf("candidates = %d, want 1", s.Candidates.Load())
 			}
 		}
 	}
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "5m at minute 6", us, []store.TrendingItem{ti("x", exact, 0)})
+	wantItems(t, "5m at minute 6", us, []engagement.TrendingItem{ti("x", exact, 0)})
 	global, _ := g.rows("global", "view", "5m")
-	wantItems(t, "global 5m at minute 6", global, []store.TrendingItem{ti("x", exact, 0)})
+	wantItems(t, "global 5m at minute 6", global, []engagement.TrendingItem{ti("x", exact, 0)})
 	// No 1h list, and the exact count does not cover an hour: no 1h list.
 	us, _ = g.rows("us", "view", "1h")
 	if len(us) != 0 {
@@ -248,7 +248,7 @@ func TestTrendingDropsStrays(t *testing.T) {
 		list("5m", 0, item(in0, 10, 0), item(in1, 20, 0)),
 		partial.TopList{Counter: "view", Window: "10m", Items: []partial.TopItem{item(in0, 1, 0)}})
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "us", us, []store.TrendingItem{ti(in0, 10, 0)})
+	wantItems(t, "us", us, []engagement.TrendingItem{ti(in0, 10, 0)})
 	s := g.r.TrendingStats()
 	if s.BadItems.Load() != 1 || s.BadLists.Load() != 1 || s.Lists.Load() != 1 {
 		t.Errorf("bad items %d, bad lists %d, lists %d; want 1, 1, 1", s.BadItems.Load(), s.BadLists.Load(), s.Lists.Load())
@@ -275,21 +275,21 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := func() []store.TrendingItem {
-		tr, _, err := st.GetTrending(ctx, store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
+	read := func() []engagement.TrendingItem {
+		tr, _, err := st.GetTrending(ctx, engagement.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tr.Items
 	}
 	send(1, 5) // the first message writes at once
-	wantItems(t, "after the first message", read(), []store.TrendingItem{ti("x", 5, 0)})
+	wantItems(t, "after the first message", read(), []engagement.TrendingItem{ti("x", 5, 0)})
 	now = now.Add(9 * time.Second)
 	send(2, 6)
-	wantItems(t, "within the interval", read(), []store.TrendingItem{ti("x", 5, 0)})
+	wantItems(t, "within the interval", read(), []engagement.TrendingItem{ti("x", 5, 0)})
 	now = now.Add(time.Second)
 	send(3, 7)
-	wantItems(t, "after the interval", read(), []store.TrendingItem{ti("x", 7, 0)})
+	wantItems(t, "after the interval", read(), []engagement.TrendingItem{ti("x", 7, 0)})
 	if got := r.TrendingStats().RowsWritten.Load(); got != 4 { // us and global, twice
 		t.Errorf("rows written = %d, want 4", got)
 	}
@@ -300,9 +300,9 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 	if err := r.Handle(ctx, 4, partial.Append(nil, b)); err != nil {
 		t.Fatal(err)
 	}
-	wantItems(t, "after the first message of a flush", read(), []store.TrendingItem{ti("x", 7, 0)})
+	wantItems(t, "after the first message of a flush", read(), []engagement.TrendingItem{ti("x", 7, 0)})
 	send(5, 8)
-	wantItems(t, "after its last message", read(), []store.TrendingItem{ti("x", 8, 0)})
+	wantItems(t, "after its last message", read(), []engagement.TrendingItem{ti("x", 8, 0)})
 }
 
 // TestTrendingRestartDelaysExact: a rollup that starts after flushes a
@@ -328,7 +328,7 @@ func TestTrendingRestartDelaysExact(t *testing.T) {
 	// Exact from minute 5 (start 3 + 1 of skew, then the next minute):
 	// minutes 5..9 are the 5m window at minute 9.
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "5m at minute 9", us, []store.TrendingItem{ti("x", 5, 0)})
+	wantItems(t, "5m at minute 9", us, []engagement.TrendingItem{ti("x", 5, 0)})
 	// At minute 8 it was not covered yet: only a lower bound.
 	g2 := newTrendRig(t, 1)
 	g2.r = rollup.New(g2.st, func() time.Time { return minute(3) }, nil)
@@ -340,7 +340,7 @@ func TestTrendingRestartDelaysExact(t *testing.T) {
 		g2.send("us-1", 1, "us", minute(k), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
 	}
 	us, _ = g2.rows("us", "view", "5m")
-	wantItems(t, "5m at minute 8", us, []store.TrendingItem{ti("x", 100, 100-4)})
+	wantItems(t, "5m at minute 8", us, []engagement.TrendingItem{ti("x", 100, 100-4)})
 }
 
 // TestForgetTrending: a partition handed over and back starts afresh: its
@@ -352,7 +352,7 @@ func TestForgetTrending(t *testing.T) {
 		g.send("us-1", 1, "us", minute(k), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
 	}
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "before the handover", us, []store.TrendingItem{ti("x", 5, 0)})
+	wantItems(t, "before the handover", us, []engagement.TrendingItem{ti("x", 5, 0)})
 	g.r.ForgetTrending(0)
 	if got := g.r.TrendingStats().Candidates.Load(); got != 0 {
 		t.Errorf("candidates after ForgetTrending = %d, want 0", got)
@@ -360,7 +360,7 @@ func TestForgetTrending(t *testing.T) {
 	// Another rollup applied minutes 7 and 8; p comes back at minute 9.
 	g.send("us-1", 1, "us", minute(9), []partial.Sum{sum("x", 1)}, list("5m", 0, item("x", 100, 100)))
 	us, _ = g.rows("us", "view", "5m")
-	wantItems(t, "after the handover", us, []store.TrendingItem{ti("x", 100, 100)})
+	wantItems(t, "after the handover", us, []engagement.TrendingItem{ti("x", 100, 100)})
 }
 
 // TestTrendingIgnoresFutureFlushes: a message flushed far ahead of the
@@ -376,7 +376,7 @@ func TestTrendingIgnoresFutureFlushes(t *testing.T) {
 	g.send("us-2", 1, "us", minuteM.Add(48*time.Hour), []partial.Sum{sum("y", 1)}, list("5m", 0, item("y", 99, 0)))
 	g.send("us-1", 1, "us", minute(1), nil, list("5m", 0, item("x", 12, 0)))
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "5m after a message from two days ahead", us, []store.TrendingItem{ti("x", 12, 0)})
+	wantItems(t, "5m after a message from two days ahead", us, []engagement.TrendingItem{ti("x", 12, 0)})
 	if got := g.r.TrendingStats().FutureSkips.Load(); got != 1 {
 		t.Errorf("future skips = %d, want 1", got)
 	}
@@ -389,7 +389,7 @@ type failingTrending struct {
 	fail bool
 }
 
-func (f *failingTrending) PutTrending(ctx context.Context, tr store.Trending) error {
+func (f *failingTrending) PutTrending(ctx context.Context, tr engagement.Trending) error {
 	if f.fail {
 		return errors.New("store down")
 	}
@@ -408,7 +408,7 @@ func TestTrendingRewritesFailedRows(t *testing.T) {
 	}
 	g.send("us-1", 1, "us", minuteM, nil, list("5m", 0, item("x", 10, 0)))
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "5m", us, []store.TrendingItem{ti("x", 10, 0)})
+	wantItems(t, "5m", us, []engagement.TrendingItem{ti("x", 10, 0)})
 	g.send("us-1", 1, "us", minuteM.Add(time.Second), nil, list("5m", 0)) // nothing any more
 	fs.fail = true
 	if err := g.r.WriteTrending(context.Background()); err == nil {
@@ -442,14 +442,14 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := func() []store.TrendingItem {
-		tr, _, err := st.GetTrending(ctx, store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
+	read := func() []engagement.TrendingItem {
+		tr, _, err := st.GetTrending(ctx, engagement.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tr.Items
 	}
-	waitList := func(what string, want []store.TrendingItem) {
+	waitList := func(what string, want []engagement.TrendingItem) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for !slices.Equal(read(), want) {
@@ -461,18 +461,18 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 	}
 	send(1, 5) // written at once
 	send(2, 6) // within the interval: left for RunTrending
-	waitList("after a quiet interval", []store.TrendingItem{ti("x", 6, 0)})
+	waitList("after a quiet interval", []engagement.TrendingItem{ti("x", 6, 0)})
 
 	r.ForgetTrending(0)
-	if err := st.PutTrending(ctx, store.Trending{TrendingKey: store.TrendingKey{Scope: "us", Counter: "view", Window: "5m"},
-		AsOf: time.Now(), Items: []store.TrendingItem{ti("y", 1, 0)}}); err != nil { // the next owner's list
+	if err := st.PutTrending(ctx, engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: "us", Counter: "view", Window: "5m"},
+		AsOf: time.Now(), Items: []engagement.TrendingItem{ti("y", 1, 0)}}); err != nil { // the next owner's list
 		t.Fatal(err)
 	}
 	if err := r.WriteTrending(ctx); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // three intervals of RunTrending
-	wantItems(t, "a partition handed away", read(), []store.TrendingItem{ti("y", 1, 0)})
+	wantItems(t, "a partition handed away", read(), []engagement.TrendingItem{ti("y", 1, 0)})
 }
 
 // blockingTrending is the real store whose PutTrending waits for release
@@ -484,7 +484,7 @@ type blockingTrending struct {
 	release chan struct{}
 }
 
-func (b *blockingTrending) PutTrending(ctx context.Context, tr store.Trending) error {
+func (b *blockingTrending) PutTrending(ctx context.Context, tr engagement.Trending) error {
 	if b.blocked.Load() {
 		select {
 		case b.entered <- struct{}{}:
@@ -526,5 +526,5 @@ func TestTrendingStoreNeverHoldsUpApply(t *testing.T) {
 	}
 	<-applied
 	us, _ := g.rows("us", "view", "5m")
-	wantItems(t, "5m after the store came back", us, []store.TrendingItem{ti("x", 11, 0)})
+	wantItems(t, "5m after the store came back", us, []engagement.TrendingItem{ti("x", 11, 0)})
 }

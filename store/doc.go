@@ -1,12 +1,12 @@
-// Package store defines the records edgecount persists — per-user reactions
-// (UserLikes), derived totals (ContentStats) and trending lists — together
-// with the rules their keys obey and the errors every implementation returns.
+// Package store is the contract every persistence implementation keeps, and
+// the errors callers act on (ErrUnavailable, ErrInvalid). The records it
+// persists — per-user reactions (UserLikes), derived totals (ContentStats),
+// trending lists — are the vocabulary of package engagement.
 //
-// It holds types only and does no I/O. Implementations live in sub-packages
-// (store/embedded, later store/cassandra) and are checked by one shared
-// conformance suite (store/storetest). The interfaces that use a store are
-// declared by their consumers (region, rollup), each with just the methods it
-// needs.
+// Implementations live in sub-packages (store/embedded on bbolt,
+// store/cassandra on gocql) and pass one shared conformance suite
+// (store/storetest). The interfaces that use a store are declared by their
+// consumers (region, rollup), each with just the methods it needs.
 //
 // Invariants every implementation keeps:
 //   - A reaction row changes only through a compare-and-set on its version

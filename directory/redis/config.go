@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // MaxShards is the largest shard count Set accepts. The agent clamps further
@@ -27,7 +27,7 @@ type Config struct {
 	// Region namespaces every key and the invalidation channel: agents of
 	// one region share one directory, and regions sharing a Redis server do
 	// not see each other's entries. It must be a valid region name
-	// (store.ValidRegion).
+	// (engagement.ValidRegion).
 	Region string
 	// DefaultShards is the answer for a counter without an entry, and for
 	// any counter whose entry is not cached yet or cannot be fetched.
@@ -110,7 +110,7 @@ func (c Config) Validate() error {
 	if c.DB < 0 {
 		errs = append(errs, fmt.Errorf("db %d is negative", c.DB))
 	}
-	if !store.ValidRegion(c.Region) {
+	if !engagement.ValidRegion(c.Region) {
 		errs = append(errs, fmt.Errorf("region %q is not a valid region name", c.Region))
 	}
 	if c.DefaultShards < 1 || c.DefaultShards > MaxShards {

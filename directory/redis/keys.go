@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // fieldShards is the field of a counter hash that holds its shard count;
@@ -42,10 +42,10 @@ func (k keys) counterKey(contentID, counter string) string {
 // checkEntry reports why (contentID, counter) cannot have an entry.
 func checkEntry(contentID, counter string) error {
 	var errs []error
-	if !store.ValidID(contentID) {
+	if !engagement.ValidID(contentID) {
 		errs = append(errs, fmt.Errorf("content id %q is not a valid id", contentID))
 	}
-	if !store.ValidCounter(counter) {
+	if !engagement.ValidCounter(counter) {
 		errs = append(errs, fmt.Errorf("counter %q is not a valid counter name", counter))
 	}
 	return errors.Join(errs...)

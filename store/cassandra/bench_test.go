@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // benchWorkers goroutines write at once: enough requests in flight to keep
@@ -43,10 +43,10 @@ func BenchmarkReactionWrite(b *testing.B) {
 	}
 	rawInsert := `INSERT INTO ` + raw + ` (user_id, content_id, action, region, version, incarnation, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	var seq atomic.Int64
-	newRow := func() store.Reaction {
+	newRow := func() engagement.Reaction {
 		n := seq.Add(1)
-		return store.Reaction{
-			UserID: fmt.Sprintf("u%d", n), ContentID: fmt.Sprintf("c%d", n%1000), Action: store.ActionLike,
+		return engagement.Reaction{
+			UserID: fmt.Sprintf("u%d", n), ContentID: fmt.Sprintf("c%d", n%1000), Action: engagement.ActionLike,
 			Region: "eu-west", Version: 1, Incarnation: rand.Uint64(), UpdatedAt: time.Now(),
 		}
 	}
@@ -56,7 +56,7 @@ func BenchmarkReactionWrite(b *testing.B) {
 			int64(r.Incarnation), micros(r.UpdatedAt)).Idempotent(true).ExecContext(ctx)
 	}
 	// Rows of the update path: one per worker, each advanced by its worker only.
-	rows := make([]store.Reaction, benchWorkers)
+	rows := make([]engagement.Reaction, benchWorkers)
 	for w := range rows {
 		rows[w] = newRow()
 		if applied, err := s.InsertReaction(ctx, rows[w]); err != nil || !applied {
@@ -87,7 +87,7 @@ func BenchmarkReactionWrite(b *testing.B) {
 			cur := rows[w]
 			next := cur
 			next.Version++
-			next.Action = store.ActionDislike + store.ActionLike - cur.Action
+			next.Action = engagement.ActionDislike + engagement.ActionLike - cur.Action
 			next.UpdatedAt = time.Now()
 			if applied, err := s.UpdateReaction(ctx, cur, next); err != nil || !applied {
 				return fmt.Errorf("UpdateReaction = %v, %v", applied, err)
@@ -150,11 +150,11 @@ func BenchmarkReadStats(b *testing.B) {
 	ctx := b.Context()
 	const items, batch, reads = 1000, 16, 50
 	ids := make([]string, items)
-	var rows []store.Stats
+	var rows []engagement.Stats
 	for i := range ids {
 		ids[i] = fmt.Sprintf("content-%04d", i)
-		for _, scope := range []string{store.GlobalScope, "eu-west", "us-east"} {
-			rows = append(rows, store.Stats{ContentID: ids[i], Scope: scope, Likes: int64(i),
+		for _, scope := range []string{engagement.GlobalScope, "eu-west", "us-east"} {
+			rows = append(rows, engagement.Stats{ContentID: ids[i], Scope: scope, Likes: int64(i),
 				Counters: map[string]int64{"view": int64(i) * 7, "share": 3}, UpdatedAt: time.Now(), LastSeq: uint64(i)})
 		}
 	}

@@ -36,7 +36,7 @@ var (
 )
 
 // maxKeyPart bounds one id, scope, counter or window name in bytes. Cassandra
-// refuses partition keys over 64 KiB; ids are at most store.MaxIDLen.
+// refuses partition keys over 64 KiB; ids are at most engagement.MaxIDLen.
 const maxKeyPart = 1024
 
 // validKeyPart reports whether s can be a key column: non-empty, short, and

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/storetest"
 )
@@ -100,7 +101,7 @@ func TestConformance(t *testing.T) {
 func TestOpenIdempotent(t *testing.T) {
 	cfg, first := testKeyspace(t)
 	ctx := t.Context()
-	r := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 1, Incarnation: 7,
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu-west", Version: 1, Incarnation: 7,
 		UpdatedAt: time.Now().Truncate(time.Microsecond)}
 	if ok, err := first.InsertReaction(ctx, r); err != nil || !ok {
 		t.Fatalf("InsertReaction = %v, %v; want true, nil", ok, err)
@@ -111,7 +112,7 @@ func TestOpenIdempotent(t *testing.T) {
 		t.Fatalf("GetReaction after second Open = %+v, %v, %v; want %+v", got, ok, err, r)
 	}
 	tally, err := second.CountReactions(ctx, "c")
-	if err != nil || len(tally) != 1 || tally[0] != (store.RegionTally{Region: "eu-west", Likes: 1}) {
+	if err != nil || len(tally) != 1 || tally[0] != (engagement.RegionTally{Region: "eu-west", Likes: 1}) {
 		t.Fatalf("CountReactions after second Open = %+v, %v; want eu-west 1 like", tally, err)
 	}
 }
@@ -161,24 +162,24 @@ func TestUnreachable(t *testing.T) {
 func TestCrossIncarnationEntries(t *testing.T) {
 	_, s := testKeyspace(t)
 	ctx := t.Context()
-	live := store.Reaction{UserID: "u1", ContentID: "c", Action: store.ActionDislike, Region: "us-east", Version: 1, Incarnation: 2}
+	live := engagement.Reaction{UserID: "u1", ContentID: "c", Action: engagement.ActionDislike, Region: "us-east", Version: 1, Incarnation: 2}
 	if ok, err := s.InsertReaction(ctx, live); err != nil || !ok {
 		t.Fatalf("InsertReaction = %v, %v; want true, nil", ok, err)
 	}
-	stale := store.Reaction{UserID: "u1", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 3, Incarnation: 1}
+	stale := engagement.Reaction{UserID: "u1", ContentID: "c", Action: engagement.ActionLike, Region: "eu-west", Version: 3, Incarnation: 1}
 	if err := s.putIndex(ctx, &stale); err != nil {
 		t.Fatalf("putIndex: %v", err)
 	}
-	gone := store.Reaction{UserID: "u2", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 1, Incarnation: 5}
+	gone := engagement.Reaction{UserID: "u2", ContentID: "c", Action: engagement.ActionLike, Region: "eu-west", Version: 1, Incarnation: 5}
 	gone2 := gone
 	gone2.Incarnation = 6
-	for _, r := range []store.Reaction{gone, gone2} { // two entries, no row
+	for _, r := range []engagement.Reaction{gone, gone2} { // two entries, no row
 		if err := s.putIndex(ctx, &r); err != nil {
 			t.Fatalf("putIndex: %v", err)
 		}
 	}
 	got, err := s.CountReactions(ctx, "c")
-	want := []store.RegionTally{{Region: "us-east", Dislikes: 1}}
+	want := []engagement.RegionTally{{Region: "us-east", Dislikes: 1}}
 	if err != nil || len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("CountReactions = %+v, %v; want %+v", got, err, want)
 	}
@@ -190,16 +191,16 @@ func TestCrossIncarnationEntries(t *testing.T) {
 func TestIndexOrder(t *testing.T) {
 	_, s := testKeyspace(t)
 	ctx := t.Context()
-	r := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 3, Incarnation: 9}
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu-west", Version: 3, Incarnation: 9}
 	older := r
-	older.Action, older.Region, older.Version = store.ActionDislike, "us-east", 2
-	for _, e := range []store.Reaction{r, older} { // the newer entry lands first
+	older.Action, older.Region, older.Version = engagement.ActionDislike, "us-east", 2
+	for _, e := range []engagement.Reaction{r, older} { // the newer entry lands first
 		if err := s.putIndex(ctx, &e); err != nil {
 			t.Fatalf("putIndex: %v", err)
 		}
 	}
 	got, err := s.CountReactions(ctx, "c")
-	if err != nil || len(got) != 1 || got[0] != (store.RegionTally{Region: "eu-west", Likes: 1}) {
+	if err != nil || len(got) != 1 || got[0] != (engagement.RegionTally{Region: "eu-west", Likes: 1}) {
 		t.Fatalf("CountReactions after out-of-order entries = %+v, %v; want eu-west 1 like", got, err)
 	}
 	if err := s.delIndex(ctx, &r); err != nil {
@@ -221,14 +222,14 @@ func TestIndexOrder(t *testing.T) {
 func TestReadStatsModes(t *testing.T) {
 	_, s := testKeyspace(t)
 	ctx := t.Context()
-	var rows []store.Stats
+	var rows []engagement.Stats
 	var ids []string
 	for i := range 30 {
 		id := fmt.Sprintf("c%02d", i)
 		ids = append(ids, id, id+"-missing")
 		rows = append(rows,
-			store.Stats{ContentID: id, Scope: store.GlobalScope, Likes: int64(i), Counters: map[string]int64{"view": int64(i * 10)}, LastSeq: uint64(i)},
-			store.Stats{ContentID: id, Scope: "eu-west", Dislikes: int64(i), LastSeq: uint64(i)})
+			engagement.Stats{ContentID: id, Scope: engagement.GlobalScope, Likes: int64(i), Counters: map[string]int64{"view": int64(i * 10)}, LastSeq: uint64(i)},
+			engagement.Stats{ContentID: id, Scope: "eu-west", Dislikes: int64(i), LastSeq: uint64(i)})
 	}
 	if err := s.WriteStats(ctx, rows); err != nil {
 		t.Fatalf("WriteStats: %v", err)
@@ -254,10 +255,10 @@ func TestReadStatsModes(t *testing.T) {
 func TestWriteStatsDuplicateKey(t *testing.T) {
 	_, s := testKeyspace(t)
 	ctx := t.Context()
-	rows := []store.Stats{
-		{ContentID: "c", Scope: store.GlobalScope, Likes: 9, LastSeq: 2},
+	rows := []engagement.Stats{
+		{ContentID: "c", Scope: engagement.GlobalScope, Likes: 9, LastSeq: 2},
 		{ContentID: "c", Scope: "eu-west", Likes: 1, LastSeq: 2},
-		{ContentID: "c", Scope: store.GlobalScope, Likes: 1, LastSeq: 1},
+		{ContentID: "c", Scope: engagement.GlobalScope, Likes: 1, LastSeq: 1},
 	}
 	if err := s.WriteStats(ctx, rows); err != nil {
 		t.Fatalf("WriteStats: %v", err)

@@ -12,6 +12,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 )
 
@@ -24,46 +25,46 @@ const maxRevives = 3
 
 // markerAction is the action column of a marker: the row of an undone
 // reaction, which every read treats as no row. It is
-// store.ActionNone.String().
+// engagement.ActionNone.String().
 const markerAction = "none"
 
 // GetReaction returns the row of (userID, contentID) and whether it exists.
-func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	const op = "get reaction"
 	if err := ctx.Err(); err != nil {
-		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
+		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	if !validKeyPart(userID) || !validKeyPart(contentID) {
-		return store.Reaction{}, false, invalidCall(op, "user %q, content %q", userID, contentID)
+		return engagement.Reaction{}, false, invalidCall(op, "user %q, content %q", userID, contentID)
 	}
 	r, found, err := s.readReaction(ctx, s.cons, userID, contentID)
 	if err != nil {
-		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
+		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	if !found || r.Action == store.ActionNone {
-		return store.Reaction{}, false, nil
+	if !found || r.Action == engagement.ActionNone {
+		return engagement.Reaction{}, false, nil
 	}
 	return r, true, nil
 }
 
 // readReaction reads one row at consistency c. A marker is a found row with
 // action ActionNone.
-func (s *Store) readReaction(ctx context.Context, c gocql.Consistency, userID, contentID string) (store.Reaction, bool, error) {
+func (s *Store) readReaction(ctx context.Context, c gocql.Consistency, userID, contentID string) (engagement.Reaction, bool, error) {
 	var (
 		row    rawReaction
-		r      = store.Reaction{UserID: userID, ContentID: contentID}
+		r      = engagement.Reaction{UserID: userID, ContentID: contentID}
 		q      = s.session.Query(s.q.getReaction, userID, contentID).Consistency(c).Idempotent(true)
 		scanTo = []any{&row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt}
 	)
 	err := q.ScanContext(ctx, scanTo...)
 	if errors.Is(err, gocql.ErrNotFound) {
-		return store.Reaction{}, false, nil
+		return engagement.Reaction{}, false, nil
 	}
 	if err != nil {
-		return store.Reaction{}, false, unavailable(err)
+		return engagement.Reaction{}, false, unavailable(err)
 	}
 	if err := row.decode(&r); err != nil {
-		return store.Reaction{}, false, err
+		return engagement.Reaction{}, false, err
 	}
 	return r, true, nil
 }
@@ -75,8 +76,8 @@ type rawReaction struct {
 	updatedAt      int64
 }
 
-func (raw *rawReaction) decode(r *store.Reaction) error {
-	a, ok := store.ParseAction(raw.action)
+func (raw *rawReaction) decode(r *engagement.Reaction) error {
+	a, ok := engagement.ParseAction(raw.action)
 	if !ok {
 		return fmt.Errorf("%w: reaction (%q, %q) has action %q", ErrCorrupt, r.UserID, r.ContentID, raw.action)
 	}
@@ -90,7 +91,7 @@ func (raw *rawReaction) decode(r *store.Reaction) error {
 // GetReactions returns the rows of userID for contentIDs that exist, keyed by
 // content id. The rows are in one partition, read with one query per 100
 // ids. The map is never nil.
-func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -104,19 +105,19 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 		}
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
-	out := make(map[string]store.Reaction, len(ids))
+	out := make(map[string]engagement.Reaction, len(ids))
 	for chunk := range slices.Chunk(ids, maxInList) {
 		iter := s.query(s.q.getReactions, userID, chunk).Idempotent(true).IterContext(ctx)
 		var (
 			row rawReaction
-			r   = store.Reaction{UserID: userID}
+			r   = engagement.Reaction{UserID: userID}
 		)
 		for iter.Scan(&r.ContentID, &row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt) {
 			if err := row.decode(&r); err != nil {
 				_ = iter.Close() // the decode error is the one to report
 				return nil, fmt.Errorf("cannot %s: %w", op, err)
 			}
-			if r.Action != store.ActionNone {
+			if r.Action != engagement.ActionNone {
 				out[r.ContentID] = r
 			}
 		}
@@ -128,7 +129,7 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 }
 
 // checkRow validates a row about to be stored.
-func checkRow(op string, r *store.Reaction) error {
+func checkRow(op string, r *engagement.Reaction) error {
 	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
 		return invalidCall(op, "user %q, content %q", r.UserID, r.ContentID)
 	}
@@ -149,7 +150,7 @@ func checkRow(op string, r *store.Reaction) error {
 // marker of an undone reaction is taken over with an UPDATE conditioned on
 // that marker's version and incarnation (see doc.go), retried a few times
 // if competitors keep replacing the marker.
-func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
+func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	const op = "insert reaction"
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
@@ -157,13 +158,13 @@ func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, err
 	if err := checkRow(op, &r); err != nil {
 		return false, err
 	}
-	decide := func(cur store.Reaction, found bool) outcome { return decideInsert(r, cur, found) }
+	decide := func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, cur, found) }
 	res, err := s.lwt(ctx, r.UserID, r.ContentID, decide,
 		s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt))
 	// A settled outcome is not retried: its row may be this insert's,
 	// undone by a competitor since.
 	for range maxRevives {
-		if err != nil || res.applied || res.settled || !res.found || res.cur.Action != store.ActionNone {
+		if err != nil || res.applied || res.settled || !res.found || res.cur.Action != engagement.ActionNone {
 			break
 		}
 		marker := res.cur
@@ -187,7 +188,7 @@ func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, err
 // if the stored row still has prev.Version and prev.Incarnation, and reports
 // whether it did. next must name the same row, keep the incarnation and have
 // version prev.Version+1.
-func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (bool, error) {
+func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
 	const op = "update reaction"
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
@@ -198,7 +199,7 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 	if err := store.CheckUpdate(&prev, &next); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	res, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur store.Reaction, found bool) outcome {
+	res, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur engagement.Reaction, found bool) outcome {
 		return decideUpdate(prev, next, cur, found)
 	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
 		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
@@ -218,7 +219,7 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 // still has prev.Version and prev.Incarnation, and reports whether it did.
 // It replaces the row with a marker (see doc.go) whose incarnation is a
 // random token of this call, so a lost answer is settled by looking for it.
-func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, error) {
+func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
 	const op = "delete reaction"
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
@@ -227,7 +228,7 @@ func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, 
 		return false, invalidCall(op, "user %q, content %q", prev.UserID, prev.ContentID)
 	}
 	token := markerToken(prev.Incarnation)
-	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur store.Reaction, found bool) outcome {
+	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur engagement.Reaction, found bool) outcome {
 		return decideDelete(prev, token, cur, found)
 	}, s.q.delReact, markerAction, prev.Version+1, int64(token), micros(time.Now()),
 		prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
@@ -259,20 +260,20 @@ func markerToken(live uint64) uint64 {
 // it applied and a reader of it undid the row within the moments the
 // outcome was open, which this cannot see); no row or a marker means it has
 // not applied yet but still could (IF NOT EXISTS, or the marker it revives).
-func decideInsert(r, cur store.Reaction, found bool) outcome {
+func decideInsert(r, cur engagement.Reaction, found bool) outcome {
 	switch {
-	case found && cur.Action != store.ActionNone && cur.Incarnation == r.Incarnation:
+	case found && cur.Action != engagement.ActionNone && cur.Incarnation == r.Incarnation:
 		return outcomeApplied
-	case !found || cur.Action == store.ActionNone:
+	case !found || cur.Action == engagement.ActionNone:
 		return outcomeOpen
 	}
 	return outcomeNotApplied
 }
 
 // decideUpdate settles an update of prev to next.
-func decideUpdate(prev, next, cur store.Reaction, found bool) outcome {
+func decideUpdate(prev, next, cur engagement.Reaction, found bool) outcome {
 	switch {
-	case !found || cur.Action == store.ActionNone || cur.Incarnation != next.Incarnation:
+	case !found || cur.Action == engagement.ActionNone || cur.Incarnation != next.Incarnation:
 		// Deleted since: from next (after this update) or from prev (by a
 		// competitor, instead of it). No way to tell.
 		return outcomeUnknown
@@ -290,15 +291,15 @@ func decideUpdate(prev, next, cur store.Reaction, found bool) outcome {
 
 // decideDelete settles a delete of prev that wrote a marker with
 // incarnation token.
-func decideDelete(prev store.Reaction, token uint64, cur store.Reaction, found bool) outcome {
+func decideDelete(prev engagement.Reaction, token uint64, cur engagement.Reaction, found bool) outcome {
 	switch {
 	case !found:
 		return outcomeUnknown // a marked row never vanishes
-	case cur.Action == store.ActionNone && cur.Incarnation == token:
+	case cur.Action == engagement.ActionNone && cur.Incarnation == token:
 		return outcomeApplied // only this call writes its token
-	case cur.Action != store.ActionNone && cur.Incarnation == prev.Incarnation && cur.Version == prev.Version:
+	case cur.Action != engagement.ActionNone && cur.Incarnation == prev.Incarnation && cur.Version == prev.Version:
 		return outcomeOpen // the condition still holds: nothing applied yet
-	case cur.Action != store.ActionNone && cur.Incarnation == prev.Incarnation:
+	case cur.Action != engagement.ActionNone && cur.Incarnation == prev.Incarnation:
 		return outcomeNotApplied // an undone incarnation never comes back
 	}
 	// Another marker, or a row inserted over one: undone by a competitor
@@ -307,7 +308,7 @@ func decideDelete(prev store.Reaction, token uint64, cur store.Reaction, found b
 }
 
 // sameContent reports whether two rows of one key hold the same change.
-func sameContent(a, b store.Reaction) bool {
+func sameContent(a, b engagement.Reaction) bool {
 	return a.Action == b.Action && a.Region == b.Region && a.Version == b.Version &&
 		a.Incarnation == b.Incarnation && micros(a.UpdatedAt) == micros(b.UpdatedAt)
 }
@@ -321,7 +322,7 @@ type casResult struct {
 	// cur and found are the row's action, version and incarnation as the
 	// transaction or the settling read saw them, when it did not apply
 	// (found is false when they were not reported).
-	cur   store.Reaction
+	cur   engagement.Reaction
 	found bool
 }
 
@@ -331,7 +332,7 @@ type casResult struct {
 // abandoned transaction is an unknown outcome), bounded by the request
 // timeout. When it fails in a way that leaves the outcome open, settle
 // decides with decide.
-func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(cur store.Reaction, found bool) outcome,
+func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(cur engagement.Reaction, found bool) outcome,
 	stmt string, values ...any) (casResult, error) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
 	defer cancel()
@@ -362,15 +363,15 @@ func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(c
 
 // casRow reads the action, version and incarnation that a transaction
 // which did not apply reports, and whether it reported them all.
-func casRow(m map[string]any) (store.Reaction, bool) {
+func casRow(m map[string]any) (engagement.Reaction, bool) {
 	action, ok1 := m["action"].(string)
 	version, ok2 := m["version"].(int64)
 	inc, ok3 := m["incarnation"].(int64)
-	a, ok4 := store.ParseAction(action)
+	a, ok4 := engagement.ParseAction(action)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return store.Reaction{}, false
+		return engagement.Reaction{}, false
 	}
-	return store.Reaction{Action: a, Version: version, Incarnation: uint64(inc)}, true
+	return engagement.Reaction{Action: a, Version: version, Incarnation: uint64(inc)}, true
 }
 
 // unknownOutcome reports whether a lightweight transaction that failed with
@@ -434,7 +435,7 @@ const maxFences = 3
 // again and "not applied" is final; if it does not, the row it reports
 // (or a fresh serial read) is decided again.
 func (s *Store) settle(ctx context.Context, userID, contentID string, cause error,
-	decide func(cur store.Reaction, found bool) outcome) (casResult, error) {
+	decide func(cur engagement.Reaction, found bool) outcome) (casResult, error) {
 	s.counters.Settled.Add(1)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
 	defer cancel()
@@ -479,14 +480,14 @@ func (s *Store) settle(ctx context.Context, userID, contentID string, cause erro
 // serial consistency when the transaction did not report it). A fence whose
 // own answer is lost is settled by a serial read too: it applied if the
 // row shows it.
-func (s *Store) fence(ctx context.Context, userID, contentID string, cur store.Reaction, found bool) (bool, store.Reaction, bool, error) {
+func (s *Store) fence(ctx context.Context, userID, contentID string, cur engagement.Reaction, found bool) (bool, engagement.Reaction, bool, error) {
 	var q *gocql.Query
 	want := cur
 	if found {
 		want.Version = cur.Version + 1
 		q = s.query(s.q.fenceBump, want.Version, userID, contentID, cur.Version, int64(cur.Incarnation))
 	} else {
-		want = store.Reaction{UserID: userID, ContentID: contentID, Action: store.ActionNone, Version: 1,
+		want = engagement.Reaction{UserID: userID, ContentID: contentID, Action: engagement.ActionNone, Version: 1,
 			Incarnation: markerToken(0), UpdatedAt: time.Now()}
 		q = s.query(s.q.fenceInsert, userID, contentID, markerAction, int64(want.Incarnation), micros(want.UpdatedAt))
 	}
@@ -500,11 +501,11 @@ func (s *Store) fence(ctx context.Context, userID, contentID string, cur store.R
 			return false, now, true, nil
 		}
 	} else if !unknownOutcome(err) {
-		return false, store.Reaction{}, false, unavailable(err)
+		return false, engagement.Reaction{}, false, unavailable(err)
 	}
 	now, nowFound, rerr := s.readReaction(ctx, s.serialCons, userID, contentID)
 	if rerr != nil {
-		return false, store.Reaction{}, false, errors.Join(err, rerr)
+		return false, engagement.Reaction{}, false, errors.Join(err, rerr)
 	}
 	if nowFound && now.Action == want.Action && now.Version == want.Version && now.Incarnation == want.Incarnation {
 		return true, now, true, nil
@@ -521,7 +522,7 @@ func (s *Store) followUp(ctx context.Context) (context.Context, context.CancelFu
 // putIndex writes the by-content entry of row r, with write timestamp
 // r.Version: a later version of the same incarnation always wins, in
 // whatever order the writes arrive.
-func (s *Store) putIndex(ctx context.Context, r *store.Reaction) error {
+func (s *Store) putIndex(ctx context.Context, r *engagement.Reaction) error {
 	ctx, cancel := s.followUp(ctx)
 	defer cancel()
 	err := s.query(s.q.putIndex, r.ContentID, r.UserID, int64(r.Incarnation), r.Action.String(), r.Region, r.Version, r.Version).
@@ -535,7 +536,7 @@ func (s *Store) putIndex(ctx context.Context, r *store.Reaction) error {
 
 // delIndex deletes the by-content entry of prev's incarnation, with write
 // timestamp prev.Version+1: above every entry that incarnation ever wrote.
-func (s *Store) delIndex(ctx context.Context, prev *store.Reaction) error {
+func (s *Store) delIndex(ctx context.Context, prev *engagement.Reaction) error {
 	ctx, cancel := s.followUp(ctx)
 	defer cancel()
 	err := s.query(s.q.delIndex, prev.Version+1, prev.ContentID, prev.UserID, int64(prev.Incarnation)).
@@ -554,7 +555,7 @@ func (s *Store) delIndex(ctx context.Context, prev *store.Reaction) error {
 // A user with entries of more than one incarnation (left by a crash between
 // a delete and its entry's removal) is counted once, by the incarnation
 // that user_likes holds, if any.
-func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error) {
+func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
 	const op = "count reactions"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -567,22 +568,22 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 		incarnation          int64
 	}
 	var (
-		out   []store.RegionTally
+		out   []engagement.RegionTally
 		group []entry // the entries of one user
 	)
 	add := func(action, region string) error {
-		a, ok := store.ParseAction(action)
-		if !ok || a == store.ActionNone {
+		a, ok := engagement.ParseAction(action)
+		if !ok || a == engagement.ActionNone {
 			return fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, action)
 		}
 		// An item has reactions from a handful of regions: a linear search
 		// beats a map.
-		i := slices.IndexFunc(out, func(t store.RegionTally) bool { return t.Region == region })
+		i := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == region })
 		if i < 0 {
-			out = append(out, store.RegionTally{Region: region})
+			out = append(out, engagement.RegionTally{Region: region})
 			i = len(out) - 1
 		}
-		if a == store.ActionLike {
+		if a == engagement.ActionLike {
 			out[i].Likes++
 		} else {
 			out[i].Dislikes++
@@ -597,7 +598,7 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 			return add(group[0].action, group[0].region)
 		}
 		cur, found, err := s.readReaction(ctx, s.cons, group[0].user, contentID)
-		if err != nil || !found || cur.Action == store.ActionNone {
+		if err != nil || !found || cur.Action == engagement.ActionNone {
 			return err
 		}
 		for _, e := range group {
@@ -625,6 +626,6 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 	if err := flush(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	slices.SortFunc(out, func(a, b store.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
 	return out, nil
 }

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // MaxScanLimit bounds the rows one ScanStats call returns.
@@ -42,7 +42,7 @@ const cursorVersion = 1
 //
 // A cursor that no ScanStats call could have returned, or a limit outside
 // 1..MaxScanLimit, gives ErrInvalid.
-func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]store.Stats, string, error) {
+func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]engagement.Stats, string, error) {
 	const op = "scan stats"
 	if err := ctx.Err(); err != nil {
 		return nil, "", fmt.Errorf("cannot %s: %w", op, err)
@@ -58,7 +58,7 @@ func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]stor
 		}
 	}
 	var (
-		rows []store.Stats
+		rows []engagement.Stats
 		last scanPos
 		err  error
 	)
@@ -89,18 +89,18 @@ func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]stor
 
 // scanPage runs one scan statement (one page of at most limit rows) and
 // appends its rows to rows; last is the position of the last row read.
-func (s *Store) scanPage(ctx context.Context, rows []store.Stats, limit int, stmt string, values ...any) ([]store.Stats, scanPos, error) {
+func (s *Store) scanPage(ctx context.Context, rows []engagement.Stats, limit int, stmt string, values ...any) ([]engagement.Stats, scanPos, error) {
 	iter := s.query(stmt, values...).PageSize(limit).Idempotent(true).IterContext(ctx)
 	var (
 		last scanPos
-		row  store.Stats
+		row  engagement.Stats
 		raw  rawStats
 	)
 	for iter.Scan(&last.token, &row.ContentID, &row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
 		raw.decode(&row)
 		rows = append(rows, row)
 		last.id, last.scope = row.ContentID, row.Scope
-		row = store.Stats{}
+		row = engagement.Stats{}
 	}
 	if err := iter.Close(); err != nil {
 		return nil, scanPos{}, unavailable(err)
@@ -161,7 +161,7 @@ func decodeCursor(c string) (scanPos, bool) {
 // a reaction that is not in user_likes: each region's likes and dislikes
 // are at most the true ones. The recount job relies on exactly this (it
 // raises totals to such a count, and lowers them only when told to).
-func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []store.RegionTally, complete bool, err error) {
+func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error) {
 	const op = "recount reactions"
 	if err := ctx.Err(); err != nil {
 		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
@@ -170,9 +170,9 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 		return nil, false, invalidCall(op, "content %q", contentID)
 	}
 	var (
-		out   []store.RegionTally
+		out   []engagement.RegionTally
 		users = make([]string, 0, recountChunk)
-		rows  = make([]store.Reaction, recountChunk)
+		rows  = make([]engagement.Reaction, recountChunk)
 		found = make([]bool, recountChunk)
 	)
 	tally := func() error {
@@ -190,15 +190,15 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 		}
 		for i := range users {
 			r := &rows[i]
-			if !found[i] || r.Action == store.ActionNone {
+			if !found[i] || r.Action == engagement.ActionNone {
 				continue
 			}
-			j := slices.IndexFunc(out, func(t store.RegionTally) bool { return t.Region == r.Region })
+			j := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == r.Region })
 			if j < 0 {
-				out = append(out, store.RegionTally{Region: r.Region})
+				out = append(out, engagement.RegionTally{Region: r.Region})
 				j = len(out) - 1
 			}
-			if r.Action == store.ActionLike {
+			if r.Action == engagement.ActionLike {
 				out[j].Likes++
 			} else {
 				out[j].Dislikes++
@@ -233,6 +233,6 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 	if err := tally(); err != nil {
 		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	slices.SortFunc(out, func(a, b store.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
 	return out, false, nil
 }

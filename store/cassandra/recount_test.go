@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 )
 
 // lagIndex builds an item whose by-content entries lag user_likes in every
@@ -22,11 +22,11 @@ func lagIndex(t *testing.T, s *Store) string {
 	t.Helper()
 	ctx := t.Context()
 	content := fmt.Sprintf("lag-%016x", rand.Uint64())
-	mk := func(user string, a store.Action, region string) store.Reaction {
-		return store.Reaction{UserID: user, ContentID: content, Action: a, Region: region, Version: 1,
+	mk := func(user string, a engagement.Action, region string) engagement.Reaction {
+		return engagement.Reaction{UserID: user, ContentID: content, Action: a, Region: region, Version: 1,
 			Incarnation: rand.Uint64() | 1, UpdatedAt: time.Now().Truncate(time.Microsecond)}
 	}
-	insert := func(r store.Reaction) {
+	insert := func(r engagement.Reaction) {
 		if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
 			t.Fatalf("InsertReaction(%+v) = %v, %v", r, ok, err)
 		}
@@ -34,7 +34,7 @@ func lagIndex(t *testing.T, s *Store) string {
 	// An undo whose entry delete failed: the row is a marker, and an
 	// entry remains (written under another incarnation key, where the
 	// delete's tombstone cannot reach, as a leftover would be).
-	undone := mk("stale-undo", store.ActionLike, "us")
+	undone := mk("stale-undo", engagement.ActionLike, "us")
 	insert(undone)
 	if ok, err := s.DeleteReaction(ctx, undone); err != nil || !ok {
 		t.Fatalf("DeleteReaction = %v, %v", ok, err)
@@ -46,7 +46,7 @@ func lagIndex(t *testing.T, s *Store) string {
 	}
 	// An update whose entry write failed: the row says dislike, the entry
 	// still like.
-	updated := mk("stale-update", store.ActionLike, "us")
+	updated := mk("stale-update", engagement.ActionLike, "us")
 	insert(updated)
 	applied, err := s.session.Query(s.q.updateReaction, "dislike", "us", int64(2), micros(time.Now()),
 		updated.UserID, content, int64(1), int64(updated.Incarnation)).
@@ -55,12 +55,12 @@ func lagIndex(t *testing.T, s *Store) string {
 		t.Fatalf("update without its entry = %v, %v", applied, err)
 	}
 	// An insert whose entry write failed: no entry at all.
-	missing := mk("missing", store.ActionLike, "eu")
+	missing := mk("missing", engagement.ActionLike, "eu")
 	insert(missing)
 	if err := s.delIndex(ctx, &missing); err != nil {
 		t.Fatal(err)
 	}
-	insert(mk("fine", store.ActionLike, "us"))
+	insert(mk("fine", engagement.ActionLike, "us"))
 	return content
 }
 
@@ -75,7 +75,7 @@ func TestRecountReactionsReadsRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []store.RegionTally{{Region: "us", Likes: 3}}; !slices.Equal(index, want) {
+	if want := []engagement.RegionTally{{Region: "us", Likes: 3}}; !slices.Equal(index, want) {
 		t.Fatalf("CountReactions = %+v; want the lagging index's %+v", index, want)
 	}
 	got, complete, err := s.RecountReactions(t.Context(), content)
@@ -84,7 +84,7 @@ func TestRecountReactionsReadsRows(t *testing.T) {
 	}
 	// Truth is us 1 like + 1 dislike, eu 1 like; the missing entry's eu
 	// like cannot be found: every cell is at most the truth.
-	if want := []store.RegionTally{{Region: "us", Likes: 1, Dislikes: 1}}; !slices.Equal(got, want) || complete {
+	if want := []engagement.RegionTally{{Region: "us", Likes: 1, Dislikes: 1}}; !slices.Equal(got, want) || complete {
 		t.Fatalf("RecountReactions = %+v, complete %v; want %+v, false", got, complete, want)
 	}
 }
@@ -98,17 +98,17 @@ func TestRecountJobOnCassandra(t *testing.T) {
 	ctx := t.Context()
 	content := lagIndex(t, s)
 	low := fmt.Sprintf("low-%016x", rand.Uint64())
-	r := store.Reaction{UserID: "u", ContentID: low, Action: store.ActionLike, Region: "eu", Version: 1, Incarnation: 7, UpdatedAt: time.Now()}
+	r := engagement.Reaction{UserID: "u", ContentID: low, Action: engagement.ActionLike, Region: "eu", Version: 1, Incarnation: 7, UpdatedAt: time.Now()}
 	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
 		t.Fatalf("InsertReaction = %v, %v", ok, err)
 	}
 	// The lagging item's totals are right (what the agents counted); the
 	// other item's lost its like.
-	if err := s.WriteStats(ctx, []store.Stats{
-		{ContentID: content, Scope: store.GlobalScope, Likes: 2, Dislikes: 1, LastSeq: 4},
+	if err := s.WriteStats(ctx, []engagement.Stats{
+		{ContentID: content, Scope: engagement.GlobalScope, Likes: 2, Dislikes: 1, LastSeq: 4},
 		{ContentID: content, Scope: "us", Likes: 1, Dislikes: 1, LastSeq: 4},
 		{ContentID: content, Scope: "eu", Likes: 1, LastSeq: 3},
-		{ContentID: low, Scope: store.GlobalScope, LastSeq: 2},
+		{ContentID: low, Scope: engagement.GlobalScope, LastSeq: 2},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
-	"github.com/edgecount/edgecount/store"
 )
 
 // BenchmarkRollupWrite measures DESIGN target G10's first ratio: ContentStats
@@ -33,7 +33,7 @@ func BenchmarkRollupWrite(b *testing.B) {
 	var seq, raw atomic.Int64
 	rawWrite := func(int) error {
 		n := raw.Add(1)
-		r := store.Stats{ContentID: fmt.Sprintf("raw-%d", n), Scope: store.GlobalScope,
+		r := engagement.Stats{ContentID: fmt.Sprintf("raw-%d", n), Scope: engagement.GlobalScope,
 			Counters: map[string]int64{"view": n}, UpdatedAt: time.Now(), LastSeq: uint64(n)}
 		return s.query(s.q.writeStats, statsArgs(&r)...).Idempotent(true).ExecContext(ctx)
 	}

@@ -11,6 +11,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 )
 
@@ -104,16 +105,16 @@ func TestSettleLostAnswer(t *testing.T) {
 	ctx := t.Context()
 
 	t0 := time.Now().Truncate(time.Microsecond)
-	newRow := func(user string) store.Reaction {
-		return store.Reaction{UserID: user, ContentID: "c-" + user, Action: store.ActionLike, Region: "eu-west",
+	newRow := func(user string) engagement.Reaction {
+		return engagement.Reaction{UserID: user, ContentID: "c-" + user, Action: engagement.ActionLike, Region: "eu-west",
 			Version: 1, Incarnation: uint64(len(user)) << 40, UpdatedAt: t0}
 	}
-	bump := func(r store.Reaction) store.Reaction {
-		r.Action, r.Region, r.Version = store.ActionDislike, "us-east", r.Version+1
+	bump := func(r engagement.Reaction) engagement.Reaction {
+		r.Action, r.Region, r.Version = engagement.ActionDislike, "us-east", r.Version+1
 		r.UpdatedAt = r.UpdatedAt.Add(time.Millisecond)
 		return r
 	}
-	mustInsert := func(r store.Reaction) {
+	mustInsert := func(r engagement.Reaction) {
 		t.Helper()
 		if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
 			t.Fatalf("InsertReaction = %v, %v; want true, nil", ok, err)
@@ -126,8 +127,8 @@ func TestSettleLostAnswer(t *testing.T) {
 		call        func(user string) (applied bool, err error)
 		wantApplied bool
 		wantUnknown bool
-		wantRow     func(user string) *store.Reaction // nil: no row
-		wantCount   []store.RegionTally
+		wantRow     func(user string) *engagement.Reaction // nil: no row
+		wantCount   []engagement.RegionTally
 	}{
 		{
 			name: "insert applied",
@@ -137,8 +138,8 @@ func TestSettleLostAnswer(t *testing.T) {
 				return s.InsertReaction(ctx, newRow(u))
 			},
 			wantApplied: true,
-			wantRow:     func(u string) *store.Reaction { r := newRow(u); return &r },
-			wantCount:   []store.RegionTally{{Region: "eu-west", Likes: 1}},
+			wantRow:     func(u string) *engagement.Reaction { r := newRow(u); return &r },
+			wantCount:   []engagement.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 		{
 			name: "insert refused",
@@ -150,8 +151,8 @@ func TestSettleLostAnswer(t *testing.T) {
 				d.arm(u)
 				return s.InsertReaction(ctx, other)
 			},
-			wantRow:   func(u string) *store.Reaction { r := newRow(u); return &r },
-			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+			wantRow:   func(u string) *engagement.Reaction { r := newRow(u); return &r },
+			wantCount: []engagement.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 		{
 			name: "update applied",
@@ -162,8 +163,8 @@ func TestSettleLostAnswer(t *testing.T) {
 				return s.UpdateReaction(ctx, newRow(u), bump(newRow(u)))
 			},
 			wantApplied: true,
-			wantRow:     func(u string) *store.Reaction { r := bump(newRow(u)); return &r },
-			wantCount:   []store.RegionTally{{Region: "us-east", Dislikes: 1}},
+			wantRow:     func(u string) *engagement.Reaction { r := bump(newRow(u)); return &r },
+			wantCount:   []engagement.RegionTally{{Region: "us-east", Dislikes: 1}},
 		},
 		{
 			name: "update refused",
@@ -175,8 +176,8 @@ func TestSettleLostAnswer(t *testing.T) {
 				d.arm(u)
 				return s.UpdateReaction(ctx, stale, bump(stale))
 			},
-			wantRow:   func(u string) *store.Reaction { r := newRow(u); return &r },
-			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+			wantRow:   func(u string) *engagement.Reaction { r := newRow(u); return &r },
+			wantCount: []engagement.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 		{
 			// The marker carries the delete's own token.
@@ -188,7 +189,7 @@ func TestSettleLostAnswer(t *testing.T) {
 				return s.DeleteReaction(ctx, newRow(u))
 			},
 			wantApplied: true,
-			wantRow:     func(string) *store.Reaction { return nil },
+			wantRow:     func(string) *engagement.Reaction { return nil },
 		},
 		{
 			// The insert over a marker: only its UPDATE carries the
@@ -206,12 +207,12 @@ func TestSettleLostAnswer(t *testing.T) {
 				return s.InsertReaction(ctx, again)
 			},
 			wantApplied: true,
-			wantRow: func(u string) *store.Reaction {
+			wantRow: func(u string) *engagement.Reaction {
 				r := newRow(u)
 				r.Incarnation++
 				return &r
 			},
-			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+			wantCount: []engagement.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 		{
 			name: "delete refused",
@@ -223,8 +224,8 @@ func TestSettleLostAnswer(t *testing.T) {
 				d.arm(u)
 				return s.DeleteReaction(ctx, stale)
 			},
-			wantRow:   func(u string) *store.Reaction { r := newRow(u); return &r },
-			wantCount: []store.RegionTally{{Region: "eu-west", Likes: 1}},
+			wantRow:   func(u string) *engagement.Reaction { r := newRow(u); return &r },
+			wantCount: []engagement.RegionTally{{Region: "eu-west", Likes: 1}},
 		},
 	}
 	for _, tt := range tests {
@@ -272,8 +273,8 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 	s := openStore(t, cfg)
 	ctx := t.Context()
 	t0 := time.Now().Truncate(time.Microsecond)
-	row := func(user string, inc uint64) store.Reaction {
-		return store.Reaction{UserID: user, ContentID: "c-" + user, Action: store.ActionLike, Region: "eu-west",
+	row := func(user string, inc uint64) engagement.Reaction {
+		return engagement.Reaction{UserID: user, ContentID: "c-" + user, Action: engagement.ActionLike, Region: "eu-west",
 			Version: 1, Incarnation: inc, UpdatedAt: t0}
 	}
 	mustApply := func(ok bool, err error) {
@@ -299,49 +300,49 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 		user string
 		// setup writes the row the transaction expects and returns the
 		// decision of its settle and the queued copy's statement.
-		setup func(u string) (decide func(store.Reaction, bool) outcome, stmt string, values []any)
+		setup func(u string) (decide func(engagement.Reaction, bool) outcome, stmt string, values []any)
 		// then writes through the normal calls after the fence.
 		then func(u string)
-		want func(u string) *store.Reaction // nil: no row
+		want func(u string) *engagement.Reaction // nil: no row
 	}{
 		{
 			name: "insert over no row",
 			user: "f-insert",
-			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+			setup: func(u string) (func(engagement.Reaction, bool) outcome, string, []any) {
 				r := row(u, 11)
-				return func(c store.Reaction, f bool) outcome { return decideInsert(r, c, f) },
+				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, c, f) },
 					s.q.insertReaction, []any{u, r.ContentID, "like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt)}
 			},
 			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 12))) },
-			want: func(u string) *store.Reaction { r := row(u, 12); return &r },
+			want: func(u string) *engagement.Reaction { r := row(u, 12); return &r },
 		},
 		{
 			name: "insert over a marker",
 			user: "f-revive",
-			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+			setup: func(u string) (func(engagement.Reaction, bool) outcome, string, []any) {
 				mustApply(s.InsertReaction(ctx, row(u, 21)))
 				mustApply(s.DeleteReaction(ctx, row(u, 21)))
 				marker, found, err := s.readReaction(ctx, s.serialCons, u, "c-"+u)
-				if err != nil || !found || marker.Action != store.ActionNone {
+				if err != nil || !found || marker.Action != engagement.ActionNone {
 					t.Fatalf("marker = %+v, %v, %v", marker, found, err)
 				}
 				r := row(u, 22)
-				return func(c store.Reaction, f bool) outcome { return decideInsert(r, c, f) },
+				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, c, f) },
 					s.q.reviveReaction, []any{"like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 						u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
 			},
 			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 23))) },
-			want: func(u string) *store.Reaction { r := row(u, 23); return &r },
+			want: func(u string) *engagement.Reaction { r := row(u, 23); return &r },
 		},
 		{
 			name: "update",
 			user: "f-update",
-			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+			setup: func(u string) (func(engagement.Reaction, bool) outcome, string, []any) {
 				prev := row(u, 31)
 				mustApply(s.InsertReaction(ctx, prev))
 				next := prev
-				next.Action, next.Version = store.ActionDislike, 2
-				return func(c store.Reaction, f bool) outcome { return decideUpdate(prev, next, c, f) },
+				next.Action, next.Version = engagement.ActionDislike, 2
+				return func(c engagement.Reaction, f bool) outcome { return decideUpdate(prev, next, c, f) },
 					s.q.updateReaction, []any{"dislike", next.Region, next.Version, micros(next.UpdatedAt), u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
 			},
 			then: func(u string) {
@@ -350,33 +351,33 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 					t.Fatalf("fenced row = %+v, %v; want version 2", cur, err)
 				}
 				next := cur
-				next.Action, next.Version = store.ActionDislike, 3
+				next.Action, next.Version = engagement.ActionDislike, 3
 				mustApply(s.UpdateReaction(ctx, cur, next))
 			},
-			want: func(u string) *store.Reaction {
+			want: func(u string) *engagement.Reaction {
 				r := row(u, 31)
-				r.Action, r.Version = store.ActionDislike, 3
+				r.Action, r.Version = engagement.ActionDislike, 3
 				return &r
 			},
 		},
 		{
 			name: "delete",
 			user: "f-delete",
-			setup: func(u string) (func(store.Reaction, bool) outcome, string, []any) {
+			setup: func(u string) (func(engagement.Reaction, bool) outcome, string, []any) {
 				prev := row(u, 41)
 				mustApply(s.InsertReaction(ctx, prev))
 				const token = 4242
-				return func(c store.Reaction, f bool) outcome { return decideDelete(prev, token, c, f) },
+				return func(c engagement.Reaction, f bool) outcome { return decideDelete(prev, token, c, f) },
 					s.q.delReact, []any{markerAction, prev.Version + 1, int64(token), micros(t0), u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
 			},
 			then: func(u string) {
 				cur, _, err := s.GetReaction(ctx, u, "c-"+u)
-				if err != nil || cur.Version != 2 || cur.Action != store.ActionLike {
+				if err != nil || cur.Version != 2 || cur.Action != engagement.ActionLike {
 					t.Fatalf("fenced row = %+v, %v; want the like at version 2", cur, err)
 				}
 				mustApply(s.DeleteReaction(ctx, cur))
 			},
-			want: func(string) *store.Reaction { return nil },
+			want: func(string) *engagement.Reaction { return nil },
 		},
 	}
 	for _, tt := range tests {
@@ -409,10 +410,10 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	base := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "eu-west", Version: 4, Incarnation: 9,
+	base := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu-west", Version: 4, Incarnation: 9,
 		UpdatedAt: time.Unix(100, 0)}
 	next := base
-	next.Action, next.Version, next.UpdatedAt = store.ActionDislike, 5, time.Unix(101, 0)
+	next.Action, next.Version, next.UpdatedAt = engagement.ActionDislike, 5, time.Unix(101, 0)
 	competitor := next
 	competitor.Region = "us-east"
 	later := next
@@ -423,7 +424,7 @@ func TestDecide(t *testing.T) {
 	fresh.Version = 1
 	const token = 77
 	marker := base
-	marker.Action, marker.Version, marker.Incarnation = store.ActionNone, 5, token
+	marker.Action, marker.Version, marker.Incarnation = engagement.ActionNone, 5, token
 	// A marker can never hold a live incarnation; the decisions must not
 	// rely on that.
 	marker2 := marker
@@ -440,20 +441,20 @@ func TestDecide(t *testing.T) {
 		{"insert: own row", decideInsert(fresh, fresh, true), outcomeApplied},
 		{"insert: own row, changed since", decideInsert(fresh, later, true), outcomeApplied},
 		{"insert: another incarnation", decideInsert(fresh, reborn, true), outcomeNotApplied},
-		{"insert: no row", decideInsert(fresh, store.Reaction{}, false), outcomeOpen},
+		{"insert: no row", decideInsert(fresh, engagement.Reaction{}, false), outcomeOpen},
 		{"update: still prev", decideUpdate(base, next, base, true), outcomeOpen},
 		{"update: fenced", decideUpdate(base, next, fenced, true), outcomeNotApplied},
 		{"update: next", decideUpdate(base, next, next, true), outcomeApplied},
 		{"update: competitor at next version", decideUpdate(base, next, competitor, true), outcomeNotApplied},
 		{"update: past next", decideUpdate(base, next, later, true), outcomeUnknown},
-		{"update: deleted", decideUpdate(base, next, store.Reaction{}, false), outcomeUnknown},
+		{"update: deleted", decideUpdate(base, next, engagement.Reaction{}, false), outcomeUnknown},
 		{"update: re-created", decideUpdate(base, next, reborn, true), outcomeUnknown},
 		{"delete: row lives", decideDelete(base, token, base, true), outcomeOpen},
 		{"delete: fenced", decideDelete(base, token, fenced, true), outcomeNotApplied},
 		{"delete: row moved on", decideDelete(base, token, later, true), outcomeNotApplied},
 		{"delete: own marker", decideDelete(base, token, marker, true), outcomeApplied},
 		{"delete: competitor's marker", decideDelete(base, token+1, marker, true), outcomeUnknown},
-		{"delete: gone", decideDelete(base, token, store.Reaction{}, false), outcomeUnknown},
+		{"delete: gone", decideDelete(base, token, engagement.Reaction{}, false), outcomeUnknown},
 		{"delete: re-created", decideDelete(base, token, reborn, true), outcomeUnknown},
 		{"insert: over a marker of its incarnation", decideInsert(fresh, marker2, true), outcomeOpen},
 		{"insert: over a marker", decideInsert(fresh, marker, true), outcomeOpen},

@@ -11,7 +11,7 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // fanOut bounds the single-partition requests one call has in flight.
@@ -36,11 +36,11 @@ const (
 // callers read at once, and 0.8–0.95× as many with a single caller (see
 // BenchmarkReadStats): per-request overhead, not partition reads, is what a
 // busy node runs out of, and reads reach the store only on cache misses.
-func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	return s.readStats(ctx, contentIDs, statsIn)
 }
 
-func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRead) (map[string][]store.Stats, error) {
+func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRead) (map[string][]engagement.Stats, error) {
 	const op = "read stats"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -51,12 +51,12 @@ func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRe
 		}
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
-	out := make(map[string][]store.Stats, len(ids))
+	out := make(map[string][]engagement.Stats, len(ids))
 	var err error
 	switch {
 	case len(ids) == 0:
 	case len(ids) == 1:
-		var rows []store.Stats
+		var rows []engagement.Stats
 		rows, err = s.readItem(ctx, ids[0])
 		if len(rows) > 0 {
 			out[ids[0]] = rows
@@ -73,17 +73,17 @@ func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRe
 }
 
 // readItem reads the rows of one item.
-func (s *Store) readItem(ctx context.Context, id string) ([]store.Stats, error) {
+func (s *Store) readItem(ctx context.Context, id string) ([]engagement.Stats, error) {
 	iter := s.query(s.q.readStats, id).Idempotent(true).IterContext(ctx)
 	var (
-		rows []store.Stats
-		row  = store.Stats{ContentID: id}
+		rows []engagement.Stats
+		row  = engagement.Stats{ContentID: id}
 		raw  rawStats
 	)
 	for iter.Scan(&row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
 		raw.decode(&row)
 		rows = append(rows, row)
-		row = store.Stats{ContentID: id}
+		row = engagement.Stats{ContentID: id}
 	}
 	if err := iter.Close(); err != nil {
 		return nil, unavailable(err)
@@ -91,7 +91,7 @@ func (s *Store) readItem(ctx context.Context, id string) ([]store.Stats, error) 
 	return rows, nil
 }
 
-func (s *Store) readParallel(ctx context.Context, ids []string, out map[string][]store.Stats) error {
+func (s *Store) readParallel(ctx context.Context, ids []string, out map[string][]engagement.Stats) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fanOut)
@@ -110,17 +110,17 @@ func (s *Store) readParallel(ctx context.Context, ids []string, out map[string][
 	return g.Wait()
 }
 
-func (s *Store) readIn(ctx context.Context, ids []string, out map[string][]store.Stats) error {
+func (s *Store) readIn(ctx context.Context, ids []string, out map[string][]engagement.Stats) error {
 	for chunk := range slices.Chunk(ids, maxInList) {
 		iter := s.query(s.q.readStatsIn, chunk).Idempotent(true).IterContext(ctx)
 		var (
-			row store.Stats
+			row engagement.Stats
 			raw rawStats
 		)
 		for iter.Scan(&row.ContentID, &row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
 			raw.decode(&row)
 			out[row.ContentID] = append(out[row.ContentID], row)
-			row = store.Stats{}
+			row = engagement.Stats{}
 		}
 		if err := iter.Close(); err != nil {
 			return unavailable(err)
@@ -134,7 +134,7 @@ type rawStats struct {
 	updatedAt, lastSeq int64
 }
 
-func (raw *rawStats) decode(row *store.Stats) {
+func (raw *rawStats) decode(row *engagement.Stats) {
 	row.UpdatedAt = fromMicros(raw.updatedAt)
 	row.LastSeq = uint64(raw.lastSeq)
 }
@@ -147,7 +147,7 @@ func (raw *rawStats) decode(row *store.Stats) {
 // re-applies a failed message without double counting. Writes are plain
 // values with one client timestamp per call, above any this Store used
 // before: safe to retry, and the later of two calls wins.
-func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
+func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	const op = "write stats"
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
@@ -190,8 +190,8 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
 // groupByItem groups rows by content id in order of first appearance. Of
 // two rows with the same key the later one wins, as if written in order
 // (in one batch with one timestamp Cassandra would pick by value).
-func groupByItem(rows []store.Stats) [][]*store.Stats {
-	var groups [][]*store.Stats
+func groupByItem(rows []engagement.Stats) [][]*engagement.Stats {
+	var groups [][]*engagement.Stats
 	index := make(map[string]int, len(rows))
 	for i := range rows {
 		r := &rows[i]
@@ -202,7 +202,7 @@ func groupByItem(rows []store.Stats) [][]*store.Stats {
 			groups = append(groups, nil)
 		}
 		g := groups[gi]
-		if j := slices.IndexFunc(g, func(o *store.Stats) bool { return o.Scope == r.Scope }); j >= 0 {
+		if j := slices.IndexFunc(g, func(o *engagement.Stats) bool { return o.Scope == r.Scope }); j >= 0 {
 			g[j] = r
 			continue
 		}
@@ -211,7 +211,7 @@ func groupByItem(rows []store.Stats) [][]*store.Stats {
 	return groups
 }
 
-func statsArgs(r *store.Stats) []any {
+func statsArgs(r *engagement.Stats) []any {
 	var counters map[string]int64
 	if len(r.Counters) > 0 {
 		counters = r.Counters
@@ -220,7 +220,7 @@ func statsArgs(r *store.Stats) []any {
 }
 
 // writeItem writes the rows of one item at timestamp ts.
-func (s *Store) writeItem(ctx context.Context, rows []*store.Stats, ts int64) error {
+func (s *Store) writeItem(ctx context.Context, rows []*engagement.Stats, ts int64) error {
 	if len(rows) == 1 {
 		err := s.query(s.q.writeStats, statsArgs(rows[0])...).WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
 		return unavailable(err)
@@ -234,7 +234,7 @@ func (s *Store) writeItem(ctx context.Context, rows []*store.Stats, ts int64) er
 
 // PutTrending stores t, replacing the list of t.TrendingKey (one
 // partition's list).
-func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
+func (s *Store) PutTrending(ctx context.Context, t engagement.Trending) error {
 	const op = "put trending"
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
@@ -261,13 +261,13 @@ func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 
 // GetTrending returns the list of k (one partition's) and whether it
 // exists.
-func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error) {
+func (s *Store) GetTrending(ctx context.Context, k engagement.TrendingKey) (engagement.Trending, bool, error) {
 	const op = "get trending"
 	if err := ctx.Err(); err != nil {
-		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
+		return engagement.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	if err := checkTrendingKey(op, k); err != nil {
-		return store.Trending{}, false, err
+		return engagement.Trending{}, false, err
 	}
 	var (
 		asOf          int64
@@ -277,14 +277,14 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 	err := s.query(s.q.getTrending, k.Scope, k.Counter, k.Window, int32(k.Partition)).Idempotent(true).
 		ScanContext(ctx, &asOf, &ids, &counts, &errsN)
 	if errors.Is(err, gocql.ErrNotFound) {
-		return store.Trending{}, false, nil
+		return engagement.Trending{}, false, nil
 	}
 	if err != nil {
-		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, unavailable(err))
+		return engagement.Trending{}, false, fmt.Errorf("cannot %s: %w", op, unavailable(err))
 	}
 	t, err := trendingRow(k, asOf, ids, counts, errsN)
 	if err != nil {
-		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
+		return engagement.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	return t, true, nil
 }
@@ -292,12 +292,12 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 // ReadTrending returns the lists of every partition of (scope, counter,
 // window), sorted by partition, with one single-partition query; none is an
 // empty slice.
-func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string) ([]store.Trending, error) {
+func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string) ([]engagement.Trending, error) {
 	const op = "read trending"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	base := store.TrendingKey{Scope: scope, Counter: counter, Window: window}
+	base := engagement.TrendingKey{Scope: scope, Counter: counter, Window: window}
 	if err := checkTrendingKey(op, base); err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string)
 		ids           []string
 		counts, errsN []int64
 	)
-	out := []store.Trending{}
+	out := []engagement.Trending{}
 	var rowErr error
 	for iter.Scan(&part, &asOf, &ids, &counts, &errsN) {
 		k := base
@@ -330,21 +330,21 @@ func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string)
 }
 
 // trendingRow builds a list from the parallel columns of a row.
-func trendingRow(k store.TrendingKey, asOf int64, ids []string, counts, errsN []int64) (store.Trending, error) {
+func trendingRow(k engagement.TrendingKey, asOf int64, ids []string, counts, errsN []int64) (engagement.Trending, error) {
 	if len(counts) != len(ids) || len(errsN) != len(ids) {
-		return store.Trending{}, fmt.Errorf("%w: %d ids, %d counts, %d errors", ErrCorrupt, len(ids), len(counts), len(errsN))
+		return engagement.Trending{}, fmt.Errorf("%w: %d ids, %d counts, %d errors", ErrCorrupt, len(ids), len(counts), len(errsN))
 	}
-	t := store.Trending{TrendingKey: k, AsOf: fromMicros(asOf)}
+	t := engagement.Trending{TrendingKey: k, AsOf: fromMicros(asOf)}
 	if len(ids) > 0 {
-		t.Items = make([]store.TrendingItem, len(ids))
+		t.Items = make([]engagement.TrendingItem, len(ids))
 		for i := range ids {
-			t.Items[i] = store.TrendingItem{ContentID: ids[i], Count: counts[i], Error: errsN[i]}
+			t.Items[i] = engagement.TrendingItem{ContentID: ids[i], Count: counts[i], Error: errsN[i]}
 		}
 	}
 	return t, nil
 }
 
-func checkTrendingKey(op string, k store.TrendingKey) error {
+func checkTrendingKey(op string, k engagement.TrendingKey) error {
 	if !validKeyPart(k.Scope) || !validKeyPart(k.Counter) || !validKeyPart(k.Window) {
 		return invalidCall(op, "scope %q, counter %q, window %q", k.Scope, k.Counter, k.Window)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // benchWriters is how many goroutines write at once in the write benchmarks.
@@ -68,9 +68,9 @@ func BenchmarkInsertReaction(b *testing.B) {
 			runWriters(b, func(pb *testing.PB) {
 				for pb.Next() {
 					i := next.Add(1)
-					r := store.Reaction{
+					r := engagement.Reaction{
 						UserID: "user-" + strconv.FormatInt(i, 10), ContentID: "video-" + strconv.FormatInt(i%1000, 10),
-						Action: store.ActionLike, Region: "eu-west", Version: 1, Incarnation: uint64(i), UpdatedAt: now,
+						Action: engagement.ActionLike, Region: "eu-west", Version: 1, Incarnation: uint64(i), UpdatedAt: now,
 					}
 					if ok, err := s.InsertReaction(b.Context(), r); err != nil || !ok {
 						b.Errorf("InsertReaction = %v, %v", ok, err)
@@ -91,9 +91,9 @@ func BenchmarkUpdateReaction(b *testing.B) {
 			var next atomic.Int64
 			runWriters(b, func(pb *testing.PB) {
 				i := next.Add(1)
-				cur := store.Reaction{
+				cur := engagement.Reaction{
 					UserID: "user-" + strconv.FormatInt(i, 10), ContentID: "video-1",
-					Action: store.ActionLike, Region: "eu-west", Version: 1, Incarnation: uint64(i), UpdatedAt: time.Now(),
+					Action: engagement.ActionLike, Region: "eu-west", Version: 1, Incarnation: uint64(i), UpdatedAt: time.Now(),
 				}
 				if ok, err := s.InsertReaction(b.Context(), cur); err != nil || !ok {
 					b.Errorf("InsertReaction = %v, %v", ok, err)
@@ -102,7 +102,7 @@ func BenchmarkUpdateReaction(b *testing.B) {
 				for pb.Next() {
 					n := cur
 					n.Version++
-					n.Action = store.ActionLike + store.ActionDislike - cur.Action
+					n.Action = engagement.ActionLike + engagement.ActionDislike - cur.Action
 					if ok, err := s.UpdateReaction(b.Context(), cur, n); err != nil || !ok {
 						b.Errorf("UpdateReaction = %v, %v", ok, err)
 						return
@@ -118,11 +118,11 @@ func BenchmarkUpdateReaction(b *testing.B) {
 func BenchmarkReadStats(b *testing.B) {
 	s := benchOpen(b, commitGroup, true, 0)
 	const items = 10_000
-	rows := make([]store.Stats, 0, 3*items)
+	rows := make([]engagement.Stats, 0, 3*items)
 	for i := range items {
 		id := "video-" + strconv.Itoa(i)
-		for _, scope := range []string{store.GlobalScope, "eu-west", "us-east"} {
-			rows = append(rows, store.Stats{ContentID: id, Scope: scope, Likes: int64(i), Counters: map[string]int64{"view": int64(i)}, UpdatedAt: time.Now(), LastSeq: uint64(i)})
+		for _, scope := range []string{engagement.GlobalScope, "eu-west", "us-east"} {
+			rows = append(rows, engagement.Stats{ContentID: id, Scope: scope, Likes: int64(i), Counters: map[string]int64{"view": int64(i)}, UpdatedAt: time.Now(), LastSeq: uint64(i)})
 		}
 	}
 	if err := s.WriteStats(b.Context(), rows); err != nil {

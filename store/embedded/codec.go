@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // formatV1 is the leading byte of every value this version writes.
@@ -70,7 +70,7 @@ func appendString(dst []byte, s string) []byte {
 
 // Reaction row: format, action, varint version, fixed64 incarnation, time,
 // region (the rest of the value).
-func encodeReaction(r *store.Reaction) []byte {
+func encodeReaction(r *engagement.Reaction) []byte {
 	dst := make([]byte, 0, 2+binary.MaxVarintLen64+8+2*binary.MaxVarintLen64+len(r.Region))
 	dst = append(dst, formatV1, byte(r.Action))
 	dst = binary.AppendVarint(dst, r.Version)
@@ -80,7 +80,7 @@ func encodeReaction(r *store.Reaction) []byte {
 }
 
 // decodeReaction fills the stored fields of r (not its ids) from v.
-func decodeReaction(v []byte, r *store.Reaction) error {
+func decodeReaction(v []byte, r *engagement.Reaction) error {
 	d := decoder{buf: v}
 	d.format()
 	r.Action = d.action()
@@ -92,7 +92,7 @@ func decodeReaction(v []byte, r *store.Reaction) error {
 }
 
 // Index entry: format, action, region (the rest of the value).
-func encodeIndex(r *store.Reaction) []byte {
+func encodeIndex(r *engagement.Reaction) []byte {
 	dst := make([]byte, 0, 2+len(r.Region))
 	dst = append(dst, formatV1, byte(r.Action))
 	return append(dst, r.Region...)
@@ -100,7 +100,7 @@ func encodeIndex(r *store.Reaction) []byte {
 
 // decodeIndex returns the action and the region of an index entry. The
 // region aliases v and is valid only inside the transaction.
-func decodeIndex(v []byte) (store.Action, []byte, error) {
+func decodeIndex(v []byte) (engagement.Action, []byte, error) {
 	d := decoder{buf: v}
 	d.format()
 	a := d.action()
@@ -111,7 +111,7 @@ func decodeIndex(v []byte) (store.Action, []byte, error) {
 // Stats row: format, varint likes, varint dislikes, uvarint last sequence,
 // time, uvarint counter count, then per counter (sorted by name) its
 // length-prefixed name and varint value.
-func encodeStats(s *store.Stats) []byte {
+func encodeStats(s *engagement.Stats) []byte {
 	n := 1 + 5*binary.MaxVarintLen64
 	names := make([]string, 0, len(s.Counters))
 	for name := range s.Counters {
@@ -135,7 +135,7 @@ func encodeStats(s *store.Stats) []byte {
 
 // decodeStats fills the stored fields of s (not its ids) from v. Counters is
 // nil when the row has none.
-func decodeStats(v []byte, s *store.Stats) error {
+func decodeStats(v []byte, s *engagement.Stats) error {
 	d := decoder{buf: v}
 	d.format()
 	s.Likes = d.varint()
@@ -157,7 +157,7 @@ func decodeStats(v []byte, s *store.Stats) error {
 
 // Trending list: format, time, uvarint item count, then per item its
 // length-prefixed content id, varint count and varint error.
-func encodeTrending(t *store.Trending) []byte {
+func encodeTrending(t *engagement.Trending) []byte {
 	n := 1 + 3*binary.MaxVarintLen64
 	for i := range t.Items {
 		n += 1 + len(t.Items[i].ContentID) + 2*binary.MaxVarintLen64
@@ -177,14 +177,14 @@ func encodeTrending(t *store.Trending) []byte {
 
 // decodeTrending fills AsOf and Items of t from v. Items is nil when the
 // list is empty.
-func decodeTrending(v []byte, t *store.Trending) error {
+func decodeTrending(v []byte, t *engagement.Trending) error {
 	d := decoder{buf: v}
 	d.format()
 	t.AsOf = d.time()
 	t.Items = nil
 	// Each item takes at least three bytes.
 	if n := d.count(3); n > 0 {
-		t.Items = make([]store.TrendingItem, n)
+		t.Items = make([]engagement.TrendingItem, n)
 		for i := range t.Items {
 			t.Items[i].ContentID = d.string()
 			t.Items[i].Count = d.varint()
@@ -223,15 +223,15 @@ func (d *decoder) format() {
 	d.buf = d.buf[1:]
 }
 
-func (d *decoder) action() store.Action {
+func (d *decoder) action() engagement.Action {
 	if len(d.buf) == 0 {
 		d.fail(errShort)
-		return store.ActionNone
+		return engagement.ActionNone
 	}
-	a := store.Action(d.buf[0])
-	if a != store.ActionLike && a != store.ActionDislike {
+	a := engagement.Action(d.buf[0])
+	if a != engagement.ActionLike && a != engagement.ActionDislike {
 		d.fail(fmt.Errorf("invalid action %d", a))
-		return store.ActionNone
+		return engagement.ActionNone
 	}
 	d.buf = d.buf[1:]
 	return a

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // TestCodecExact checks what the conformance suite leaves open: this store
@@ -25,16 +25,16 @@ func TestCodecExact(t *testing.T) {
 		if ts.IsZero() {
 			want = time.Time{}
 		}
-		r := store.Reaction{Action: store.ActionLike, Version: math.MinInt64, Incarnation: math.MaxUint64, UpdatedAt: ts, Region: "eu-west"}
-		var gotR store.Reaction
+		r := engagement.Reaction{Action: engagement.ActionLike, Version: math.MinInt64, Incarnation: math.MaxUint64, UpdatedAt: ts, Region: "eu-west"}
+		var gotR engagement.Reaction
 		if err := decodeReaction(encodeReaction(&r), &gotR); err != nil {
 			t.Fatalf("decodeReaction: %v", err)
 		}
 		if gotR.UpdatedAt != want || gotR.Version != r.Version || gotR.Incarnation != r.Incarnation || gotR.Region != r.Region {
 			t.Errorf("reaction round trip of %v = %+v; want time %v (==) and the other fields unchanged", ts, gotR, want)
 		}
-		s := store.Stats{Counters: map[string]int64{}, UpdatedAt: ts}
-		var gotS store.Stats
+		s := engagement.Stats{Counters: map[string]int64{}, UpdatedAt: ts}
+		var gotS engagement.Stats
 		if err := decodeStats(encodeStats(&s), &gotS); err != nil {
 			t.Fatalf("decodeStats: %v", err)
 		}
@@ -45,8 +45,8 @@ func TestCodecExact(t *testing.T) {
 }
 
 func TestCodecSizes(t *testing.T) {
-	r := store.Reaction{Action: store.ActionLike, Version: 3, Incarnation: 1 << 60, UpdatedAt: time.Now(), Region: "eu-west"}
-	s := store.Stats{Likes: 1000, Dislikes: 10, Counters: map[string]int64{"view": 1 << 20}, UpdatedAt: time.Now(), LastSeq: 1 << 30}
+	r := engagement.Reaction{Action: engagement.ActionLike, Version: 3, Incarnation: 1 << 60, UpdatedAt: time.Now(), Region: "eu-west"}
+	s := engagement.Stats{Likes: 1000, Dislikes: 10, Counters: map[string]int64{"view": 1 << 20}, UpdatedAt: time.Now(), LastSeq: 1 << 30}
 	for _, c := range []struct {
 		name string
 		got  int
@@ -63,14 +63,14 @@ func TestCodecSizes(t *testing.T) {
 }
 
 func FuzzDecodeReaction(f *testing.F) {
-	f.Add(encodeReaction(&store.Reaction{Action: store.ActionDislike, Version: 7, Incarnation: 9, UpdatedAt: time.Unix(5, 6), Region: "eu"}))
+	f.Add(encodeReaction(&engagement.Reaction{Action: engagement.ActionDislike, Version: 7, Incarnation: 9, UpdatedAt: time.Unix(5, 6), Region: "eu"}))
 	f.Add([]byte{1, 1})
 	f.Fuzz(func(t *testing.T, v []byte) {
-		var r store.Reaction
+		var r engagement.Reaction
 		if err := decodeReaction(v, &r); err != nil {
 			return
 		}
-		var again store.Reaction
+		var again engagement.Reaction
 		if err := decodeReaction(encodeReaction(&r), &again); err != nil || again != r {
 			t.Fatalf("re-encoding %+v gives %+v, %v", r, again, err)
 		}
@@ -78,13 +78,13 @@ func FuzzDecodeReaction(f *testing.F) {
 }
 
 func FuzzDecodeIndex(f *testing.F) {
-	f.Add(encodeIndex(&store.Reaction{Action: store.ActionLike, Region: "us-east"}))
+	f.Add(encodeIndex(&engagement.Reaction{Action: engagement.ActionLike, Region: "us-east"}))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		a, region, err := decodeIndex(v)
 		if err != nil {
 			return
 		}
-		r := store.Reaction{Action: a, Region: string(region)}
+		r := engagement.Reaction{Action: a, Region: string(region)}
 		a2, region2, err := decodeIndex(encodeIndex(&r))
 		if err != nil || a2 != a || string(region2) != string(region) {
 			t.Fatalf("re-encoding %v %q gives %v %q, %v", a, region, a2, region2, err)
@@ -93,14 +93,14 @@ func FuzzDecodeIndex(f *testing.F) {
 }
 
 func FuzzDecodeStats(f *testing.F) {
-	f.Add(encodeStats(&store.Stats{Likes: -1, Dislikes: 2, Counters: map[string]int64{"view": 3, "share": 4}, UpdatedAt: time.Unix(1, 2), LastSeq: 5}))
+	f.Add(encodeStats(&engagement.Stats{Likes: -1, Dislikes: 2, Counters: map[string]int64{"view": 3, "share": 4}, UpdatedAt: time.Unix(1, 2), LastSeq: 5}))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, v []byte) {
-		var s store.Stats
+		var s engagement.Stats
 		if err := decodeStats(v, &s); err != nil {
 			return
 		}
-		var again store.Stats
+		var again engagement.Stats
 		err := decodeStats(encodeStats(&s), &again)
 		if err != nil || again.Likes != s.Likes || again.Dislikes != s.Dislikes || again.LastSeq != s.LastSeq ||
 			again.UpdatedAt != s.UpdatedAt || !maps.Equal(again.Counters, s.Counters) {
@@ -110,13 +110,13 @@ func FuzzDecodeStats(f *testing.F) {
 }
 
 func FuzzDecodeTrending(f *testing.F) {
-	f.Add(encodeTrending(&store.Trending{AsOf: time.Unix(1, 2), Items: []store.TrendingItem{{ContentID: "a", Count: 3, Error: 1}}}))
+	f.Add(encodeTrending(&engagement.Trending{AsOf: time.Unix(1, 2), Items: []engagement.TrendingItem{{ContentID: "a", Count: 3, Error: 1}}}))
 	f.Fuzz(func(t *testing.T, v []byte) {
-		var tr store.Trending
+		var tr engagement.Trending
 		if err := decodeTrending(v, &tr); err != nil {
 			return
 		}
-		var again store.Trending
+		var again engagement.Trending
 		err := decodeTrending(encodeTrending(&tr), &again)
 		if err != nil || again.AsOf != tr.AsOf || !slices.Equal(again.Items, tr.Items) {
 			t.Fatalf("re-encoding %+v gives %+v, %v", tr, again, err)

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/storetest"
 )
@@ -62,17 +63,17 @@ func TestConformance(t *testing.T) {
 func TestReopenKeepsData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "dir", "edgecount.db") // Open creates the directory
 	ts := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
-	r := store.Reaction{UserID: "u1", ContentID: "c1", Action: store.ActionDislike, Region: "eu-west", Version: 1, Incarnation: 42, UpdatedAt: ts}
+	r := engagement.Reaction{UserID: "u1", ContentID: "c1", Action: engagement.ActionDislike, Region: "eu-west", Version: 1, Incarnation: 42, UpdatedAt: ts}
 	r2 := r
-	r2.Action, r2.Version = store.ActionLike, 2
-	stats := []store.Stats{
+	r2.Action, r2.Version = engagement.ActionLike, 2
+	stats := []engagement.Stats{
 		{ContentID: "c1", Scope: "eu-west", Likes: 1, Counters: map[string]int64{"view": 3}, UpdatedAt: ts, LastSeq: 9},
-		{ContentID: "c1", Scope: store.GlobalScope, Likes: 1, Counters: map[string]int64{"view": 3}, UpdatedAt: ts, LastSeq: 9},
+		{ContentID: "c1", Scope: engagement.GlobalScope, Likes: 1, Counters: map[string]int64{"view": 3}, UpdatedAt: ts, LastSeq: 9},
 	}
-	tr := store.Trending{
-		TrendingKey: store.TrendingKey{Scope: store.GlobalScope, Counter: "view", Window: "1h"},
+	tr := engagement.Trending{
+		TrendingKey: engagement.TrendingKey{Scope: engagement.GlobalScope, Counter: "view", Window: "1h"},
 		AsOf:        ts,
-		Items:       []store.TrendingItem{{ContentID: "c1", Count: 3, Error: 1}},
+		Items:       []engagement.TrendingItem{{ContentID: "c1", Count: 3, Error: 1}},
 	}
 
 	s, err := Open(Config{Path: path})
@@ -102,7 +103,7 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatalf("GetReaction after reopen = %+v, %v, %v; want %+v", got, ok, err, r2)
 	}
 	tally, err := s.CountReactions(ctx, "c1")
-	if err != nil || len(tally) != 1 || tally[0] != (store.RegionTally{Region: "eu-west", Likes: 1}) {
+	if err != nil || len(tally) != 1 || tally[0] != (engagement.RegionTally{Region: "eu-west", Likes: 1}) {
 		t.Fatalf("CountReactions after reopen = %+v, %v; want eu-west 1 like", tally, err)
 	}
 	rows, err := s.ReadStats(ctx, []string{"c1"})
@@ -188,10 +189,10 @@ func TestClosedStore(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	ctx := t.Context()
-	r := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Version: 1}
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Version: 1}
 	next := r
 	next.Version++
-	tk := store.TrendingKey{Scope: "global", Counter: "like", Window: "5m"}
+	tk := engagement.TrendingKey{Scope: "global", Counter: "like", Window: "5m"}
 	calls := map[string]func() error{
 		"Ping":           func() error { return s.Ping(ctx) },
 		"GetReaction":    func() error { _, _, err := s.GetReaction(ctx, "u", "c"); return err },
@@ -201,8 +202,8 @@ func TestClosedStore(t *testing.T) {
 		"DeleteReaction": func() error { _, err := s.DeleteReaction(ctx, r); return err },
 		"CountReactions": func() error { _, err := s.CountReactions(ctx, "c"); return err },
 		"ReadStats":      func() error { _, err := s.ReadStats(ctx, []string{"c"}); return err },
-		"WriteStats":     func() error { return s.WriteStats(ctx, []store.Stats{{ContentID: "c", Scope: "global"}}) },
-		"PutTrending":    func() error { return s.PutTrending(ctx, store.Trending{TrendingKey: tk}) },
+		"WriteStats":     func() error { return s.WriteStats(ctx, []engagement.Stats{{ContentID: "c", Scope: "global"}}) },
+		"PutTrending":    func() error { return s.PutTrending(ctx, engagement.Trending{TrendingKey: tk}) },
 		"GetTrending":    func() error { _, _, err := s.GetTrending(ctx, tk); return err },
 	}
 	for name, call := range calls {
@@ -219,7 +220,7 @@ func TestInvalidKeys(t *testing.T) {
 	ctx := t.Context()
 	bad := "a\x00b"
 	long := strings.Repeat("x", maxKeyPart+1)
-	r := store.Reaction{UserID: "u", ContentID: bad, Action: store.ActionLike, Version: 1}
+	r := engagement.Reaction{UserID: "u", ContentID: bad, Action: engagement.ActionLike, Version: 1}
 	calls := map[string]func() error{
 		"GetReaction":     func() error { _, _, err := s.GetReaction(ctx, bad, "c"); return err },
 		"GetReaction/len": func() error { _, _, err := s.GetReaction(ctx, "u", long); return err },
@@ -228,12 +229,12 @@ func TestInvalidKeys(t *testing.T) {
 		"DeleteReaction":  func() error { _, err := s.DeleteReaction(ctx, r); return err },
 		"CountReactions":  func() error { _, err := s.CountReactions(ctx, ""); return err },
 		"ReadStats":       func() error { _, err := s.ReadStats(ctx, []string{bad}); return err },
-		"WriteStats":      func() error { return s.WriteStats(ctx, []store.Stats{{ContentID: "c", Scope: bad}}) },
+		"WriteStats":      func() error { return s.WriteStats(ctx, []engagement.Stats{{ContentID: "c", Scope: bad}}) },
 		"PutTrending": func() error {
-			return s.PutTrending(ctx, store.Trending{TrendingKey: store.TrendingKey{Scope: "global", Counter: bad, Window: "5m"}})
+			return s.PutTrending(ctx, engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: "global", Counter: bad, Window: "5m"}})
 		},
 		"GetTrending": func() error {
-			_, _, err := s.GetTrending(ctx, store.TrendingKey{Scope: "global", Counter: "like"})
+			_, _, err := s.GetTrending(ctx, engagement.TrendingKey{Scope: "global", Counter: "like"})
 			return err
 		},
 	}
@@ -263,7 +264,7 @@ func TestCorruptValue(t *testing.T) {
 	put(bucketByContent, "c\x00u", []byte{1, 9})
 	put(bucketStats, "c\x00global", []byte{1, 0x80})
 	put(bucketTrending, "global\x00like\x005m", []byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	r := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Version: 1}
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Version: 1}
 	next := r
 	next.Version++
 	calls := map[string]func() error{
@@ -274,7 +275,7 @@ func TestCorruptValue(t *testing.T) {
 		"CountReactions": func() error { _, err := s.CountReactions(ctx, "c"); return err },
 		"ReadStats":      func() error { _, err := s.ReadStats(ctx, []string{"c"}); return err },
 		"GetTrending": func() error {
-			_, _, err := s.GetTrending(ctx, store.TrendingKey{Scope: "global", Counter: "like", Window: "5m"})
+			_, _, err := s.GetTrending(ctx, engagement.TrendingKey{Scope: "global", Counter: "like", Window: "5m"})
 			return err
 		},
 	}

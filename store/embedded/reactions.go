@@ -9,19 +9,20 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 )
 
 // GetReaction returns the row of (userID, contentID) and whether it exists.
-func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error) {
+func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	const op = "get reaction"
 	if err := ctx.Err(); err != nil {
-		return store.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
+		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	if !validKeyPart(userID) || !validKeyPart(contentID) {
-		return store.Reaction{}, false, invalid(op, "user %q, content %q", userID, contentID)
+		return engagement.Reaction{}, false, invalid(op, "user %q, content %q", userID, contentID)
 	}
-	r := store.Reaction{UserID: userID, ContentID: contentID}
+	r := engagement.Reaction{UserID: userID, ContentID: contentID}
 	var found bool
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketLikes).Get(key(userID, contentID))
@@ -32,14 +33,14 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (stor
 		return decodeReaction(v, &r)
 	})
 	if err != nil || !found {
-		return store.Reaction{}, false, wrap(op, err)
+		return engagement.Reaction{}, false, wrap(op, err)
 	}
 	return r, true, nil
 }
 
 // GetReactions returns the rows of userID for contentIDs that exist, keyed by
 // content id, read in one transaction. The map is never nil.
-func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error) {
+func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -52,7 +53,7 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 			return nil, invalid(op, "content %q", c)
 		}
 	}
-	out := make(map[string]store.Reaction, len(contentIDs))
+	out := make(map[string]engagement.Reaction, len(contentIDs))
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLikes)
 		k := prefix(userID)
@@ -63,7 +64,7 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 			if v == nil {
 				continue
 			}
-			r := store.Reaction{UserID: userID, ContentID: c}
+			r := engagement.Reaction{UserID: userID, ContentID: c}
 			if err := decodeReaction(v, &r); err != nil {
 				return err
 			}
@@ -78,7 +79,7 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 }
 
 // checkRow validates a row about to be stored.
-func checkRow(op string, r *store.Reaction) error {
+func checkRow(op string, r *engagement.Reaction) error {
 	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
 		return invalid(op, "user %q, content %q", r.UserID, r.ContentID)
 	}
@@ -90,7 +91,7 @@ func checkRow(op string, r *store.Reaction) error {
 
 // InsertReaction stores r if no row exists for (r.UserID, r.ContentID) and
 // reports whether it did. r.Version should be 1 and r.Incarnation fresh.
-func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, error) {
+func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	const op = "insert reaction"
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
@@ -126,7 +127,7 @@ func (s *Store) InsertReaction(ctx context.Context, r store.Reaction) (bool, err
 // if the stored row still has prev.Version and prev.Incarnation, and reports
 // whether it did. next must name the same row, keep the incarnation and have
 // version prev.Version+1.
-func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (bool, error) {
+func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
 	const op = "update reaction"
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
@@ -164,7 +165,7 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next store.Reaction) (
 
 // DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
 // still has prev.Version and prev.Incarnation, and reports whether it did.
-func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, error) {
+func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
 	const op = "delete reaction"
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
@@ -203,11 +204,11 @@ func (s *Store) DeleteReaction(ctx context.Context, prev store.Reaction) (bool, 
 
 // matches reports whether the stored value v is a row with prev's version
 // and incarnation.
-func matches(v []byte, prev *store.Reaction) (bool, error) {
+func matches(v []byte, prev *engagement.Reaction) (bool, error) {
 	if v == nil {
 		return false, nil
 	}
-	var cur store.Reaction
+	var cur engagement.Reaction
 	if err := decodeReaction(v, &cur); err != nil {
 		return false, err
 	}
@@ -217,7 +218,7 @@ func matches(v []byte, prev *store.Reaction) (bool, error) {
 // CountReactions counts the reactions on contentID by the region that
 // recorded each row, from the by-content index. Regions are sorted; an item
 // without reactions has none.
-func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error) {
+func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
 	const op = "count reactions"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -225,7 +226,7 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 	if !validKeyPart(contentID) {
 		return nil, invalid(op, "content %q", contentID)
 	}
-	var out []store.RegionTally
+	var out []engagement.RegionTally
 	err := s.db.View(func(tx *bolt.Tx) error {
 		out = out[:0]
 		p := prefix(contentID)
@@ -237,12 +238,12 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 			}
 			// An item has reactions from a handful of regions: a linear
 			// search beats a map.
-			i := slices.IndexFunc(out, func(t store.RegionTally) bool { return t.Region == string(region) })
+			i := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == string(region) })
 			if i < 0 {
-				out = append(out, store.RegionTally{Region: string(region)})
+				out = append(out, engagement.RegionTally{Region: string(region)})
 				i = len(out) - 1
 			}
-			if a == store.ActionLike {
+			if a == engagement.ActionLike {
 				out[i].Likes++
 			} else {
 				out[i].Dislikes++
@@ -253,6 +254,6 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]store.R
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	slices.SortFunc(out, func(a, b store.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
 	return out, nil
 }

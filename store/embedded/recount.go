@@ -7,7 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // MaxScanLimit bounds the rows one ScanStats call returns.
@@ -24,7 +24,7 @@ const MaxScanLimit = 10_000
 //
 // A cursor that no ScanStats call could have returned, or a limit outside
 // 1..MaxScanLimit, gives ErrInvalid.
-func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]store.Stats, string, error) {
+func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]engagement.Stats, string, error) {
 	const op = "scan stats"
 	if err := ctx.Err(); err != nil {
 		return nil, "", fmt.Errorf("cannot %s: %w", op, err)
@@ -38,7 +38,7 @@ func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]stor
 		}
 	}
 	var (
-		rows []store.Stats
+		rows []engagement.Stats
 		next string
 	)
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -55,7 +55,7 @@ func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]stor
 			if !ok {
 				return fmt.Errorf("%w: stats key %q", ErrCorrupt, k)
 			}
-			row := store.Stats{ContentID: id, Scope: scope}
+			row := engagement.Stats{ContentID: id, Scope: scope}
 			if err := decodeStats(v, &row); err != nil {
 				return fmt.Errorf("row %q: %w", k, err)
 			}
@@ -87,7 +87,7 @@ func splitStatsKey(k []byte) (id, scope string, ok bool) {
 // CountReactions does, for the recount job. The by-content index changes in
 // the same transaction as the rows, so the count is exact: complete is
 // always true.
-func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []store.RegionTally, complete bool, err error) {
+func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error) {
 	tallies, err = s.CountReactions(ctx, contentID)
 	if err != nil {
 		return nil, false, err

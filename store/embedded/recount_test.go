@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // TestDeletesCounted checks that Counters().Deletes counts the undos that
 // applied, once each, and not the refused ones.
 func TestDeletesCounted(t *testing.T) {
 	s := openTemp(t)
-	r := store.Reaction{UserID: "u", ContentID: "c", Action: store.ActionLike, Region: "us", Version: 1, Incarnation: 3, UpdatedAt: time.Now()}
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "us", Version: 1, Incarnation: 3, UpdatedAt: time.Now()}
 	if ok, err := s.InsertReaction(t.Context(), r); err != nil || !ok {
 		t.Fatalf("InsertReaction = %v, %v", ok, err)
 	}

@@ -8,13 +8,13 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // ReadStats returns every Stats row (global and regional) of each of
 // contentIDs, read in one transaction, keyed by content id with rows sorted by
 // scope. Ids without rows are absent. The map is never nil.
-func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error) {
+func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	const op = "read stats"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -24,7 +24,7 @@ func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string]
 			return nil, invalid(op, "content %q", id)
 		}
 	}
-	out := make(map[string][]store.Stats, len(contentIDs))
+	out := make(map[string][]engagement.Stats, len(contentIDs))
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketStats).Cursor()
 		var p []byte
@@ -33,9 +33,9 @@ func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string]
 				continue
 			}
 			p = append(append(p[:0], id...), sep)
-			var rows []store.Stats
+			var rows []engagement.Stats
 			for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-				row := store.Stats{ContentID: id, Scope: string(k[len(p):])}
+				row := engagement.Stats{ContentID: id, Scope: string(k[len(p):])}
 				if err := decodeStats(v, &row); err != nil {
 					return fmt.Errorf("row %q: %w", k, err)
 				}
@@ -55,7 +55,7 @@ func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string]
 
 // WriteStats stores rows as given, each replacing the row of its (ContentID,
 // Scope), all in one transaction: either every row is written or none is.
-func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
+func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	const op = "write stats"
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
@@ -86,7 +86,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.Stats) error {
 
 // PutTrending stores t, replacing the list of t.TrendingKey (one
 // partition's list).
-func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
+func (s *Store) PutTrending(ctx context.Context, t engagement.Trending) error {
 	const op = "put trending"
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
@@ -108,16 +108,16 @@ func (s *Store) PutTrending(ctx context.Context, t store.Trending) error {
 
 // GetTrending returns the list of k (one partition's) and whether it
 // exists.
-func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error) {
+func (s *Store) GetTrending(ctx context.Context, k engagement.TrendingKey) (engagement.Trending, bool, error) {
 	const op = "get trending"
 	if err := ctx.Err(); err != nil {
-		return store.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
+		return engagement.Trending{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	bk, err := trendingKey(op, k)
 	if err != nil {
-		return store.Trending{}, false, err
+		return engagement.Trending{}, false, err
 	}
-	t := store.Trending{TrendingKey: k}
+	t := engagement.Trending{TrendingKey: k}
 	var found bool
 	err = s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketTrending).Get(bk)
@@ -128,7 +128,7 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 		return decodeTrending(v, &t)
 	})
 	if err != nil || !found {
-		return store.Trending{}, false, wrap(op, err)
+		return engagement.Trending{}, false, wrap(op, err)
 	}
 	return t, true, nil
 }
@@ -136,20 +136,20 @@ func (s *Store) GetTrending(ctx context.Context, k store.TrendingKey) (store.Tre
 // ReadTrending returns the lists of every partition of (scope, counter,
 // window), read in one transaction and sorted by partition; none is an
 // empty slice.
-func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string) ([]store.Trending, error) {
+func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string) ([]engagement.Trending, error) {
 	const op = "read trending"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	base, err := trendingKey(op, store.TrendingKey{Scope: scope, Counter: counter, Window: window})
+	base, err := trendingKey(op, engagement.TrendingKey{Scope: scope, Counter: counter, Window: window})
 	if err != nil {
 		return nil, err
 	}
-	out := []store.Trending{}
+	out := []engagement.Trending{}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketTrending).Cursor()
 		for k, v := c.Seek(base); k != nil && bytes.HasPrefix(k, base); k, v = c.Next() {
-			t := store.Trending{TrendingKey: store.TrendingKey{Scope: scope, Counter: counter, Window: window}}
+			t := engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: window}}
 			switch {
 			case len(k) == len(base):
 			case len(k) == len(base)+5 && k[len(base)] == sep:
@@ -177,7 +177,7 @@ func (s *Store) ReadTrending(ctx context.Context, scope, counter, window string)
 // keeps the bare key, the layout of a store written before lists were kept
 // per partition (and of a one-partition system), and the partitions of one
 // list sort in order right after it.
-func trendingKey(op string, k store.TrendingKey) ([]byte, error) {
+func trendingKey(op string, k engagement.TrendingKey) ([]byte, error) {
 	if !validKeyPart(k.Scope) || !validKeyPart(k.Counter) || !validKeyPart(k.Window) {
 		return nil, invalid(op, "scope %q, counter %q, window %q", k.Scope, k.Counter, k.Window)
 	}

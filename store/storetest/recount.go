@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 )
 
@@ -22,11 +23,11 @@ type RecountStore interface {
 	// cursor of "" means the scan reached the end. Every row that exists
 	// for the whole scan is returned exactly once per round, even when the
 	// rows of one item are split between two calls.
-	ScanStats(ctx context.Context, cursor string, limit int) (rows []store.Stats, next string, err error)
+	ScanStats(ctx context.Context, cursor string, limit int) (rows []engagement.Stats, next string, err error)
 	// RecountReactions counts one item's reactions by region. complete
 	// reports whether the count is exact; when it is false the tallies may
 	// miss reactions but never count one that does not exist.
-	RecountReactions(ctx context.Context, contentID string) (tallies []store.RegionTally, complete bool, err error)
+	RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error)
 }
 
 // RunRecount runs the recount part of the conformance suite against stores
@@ -57,10 +58,10 @@ const maxScanCalls = 100_000
 
 // scanAll scans from cursor "" to the end with limit and returns the rows
 // whose content id is in mine, in scan order, and the number of calls.
-func scanAll(t *testing.T, s RecountStore, limit int, mine map[string]bool) ([]store.Stats, int) {
+func scanAll(t *testing.T, s RecountStore, limit int, mine map[string]bool) ([]engagement.Stats, int) {
 	t.Helper()
 	var (
-		got    []store.Stats
+		got    []engagement.Stats
 		cursor string
 	)
 	for calls := 1; calls <= maxScanCalls; calls++ {
@@ -89,20 +90,20 @@ func scanAll(t *testing.T, s RecountStore, limit int, mine map[string]bool) ([]s
 }
 
 // statsKey names a row in test maps.
-func statsKey(r store.Stats) string { return r.ContentID + "/" + r.Scope }
+func statsKey(r engagement.Stats) string { return r.ContentID + "/" + r.Scope }
 
 func testScanEveryRowOnce(t *testing.T, s RecountStore) {
 	// Items with one to five rows: scanned two rows at a time, the rows of
 	// most items are split between calls.
 	mine := map[string]bool{}
-	want := map[string]store.Stats{}
-	var rows []store.Stats
+	want := map[string]engagement.Stats{}
+	var rows []engagement.Stats
 	for i := range 7 {
 		id := uniq(fmt.Sprintf("scan%d", i))
 		mine[id] = true
-		scopes := []string{store.GlobalScope, "ap-south", "eu-west", "us-east", "sa-east"}[:1+i%5]
+		scopes := []string{engagement.GlobalScope, "ap-south", "eu-west", "us-east", "sa-east"}[:1+i%5]
 		for j, scope := range scopes {
-			r := store.Stats{ContentID: id, Scope: scope, Likes: int64(i*10 + j), Dislikes: int64(j),
+			r := engagement.Stats{ContentID: id, Scope: scope, Likes: int64(i*10 + j), Dislikes: int64(j),
 				UpdatedAt: now(), LastSeq: uint64(100 + i)}
 			if j%2 == 1 {
 				r.Counters = map[string]int64{"view": int64(i + j)}
@@ -150,8 +151,8 @@ func testScanEveryRowOnce(t *testing.T, s RecountStore) {
 
 func testScanStartsOver(t *testing.T, s RecountStore) {
 	id := uniq("scanover")
-	row := store.Stats{ContentID: id, Scope: store.GlobalScope, Likes: 1, UpdatedAt: now()}
-	if err := s.WriteStats(t.Context(), []store.Stats{row}); err != nil {
+	row := engagement.Stats{ContentID: id, Scope: engagement.GlobalScope, Likes: 1, UpdatedAt: now()}
+	if err := s.WriteStats(t.Context(), []engagement.Stats{row}); err != nil {
 		t.Fatalf("WriteStats: %v", err)
 	}
 	mine := map[string]bool{id: true}
@@ -179,7 +180,7 @@ func testScanStartsOver(t *testing.T, s RecountStore) {
 		cursor = next
 	}
 	row.Likes = 2
-	if err := s.WriteStats(t.Context(), []store.Stats{row}); err != nil {
+	if err := s.WriteStats(t.Context(), []engagement.Stats{row}); err != nil {
 		t.Fatalf("WriteStats: %v", err)
 	}
 	if cursor != "" {
@@ -213,7 +214,7 @@ func testScanMisuse(t *testing.T, s RecountStore) {
 
 // checkRecount fails unless RecountReactions of content gives want, and
 // agrees with CountReactions when it says it is complete.
-func checkRecount(t *testing.T, s RecountStore, content string, want []store.RegionTally) {
+func checkRecount(t *testing.T, s RecountStore, content string, want []engagement.RegionTally) {
 	t.Helper()
 	got, complete, err := s.RecountReactions(t.Context(), content)
 	if err != nil {
@@ -234,7 +235,7 @@ func checkRecount(t *testing.T, s RecountStore, content string, want []store.Reg
 }
 
 func testRecountFollows(t *testing.T, s RecountStore) {
-	countFollows(t, s, "rc", func(content string, want []store.RegionTally) {
+	countFollows(t, s, "rc", func(content string, want []engagement.RegionTally) {
 		t.Helper()
 		checkRecount(t, s, content, want)
 	})

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgecount/edgecount/store"
+	"github.com/edgecount/edgecount/engagement"
 )
 
 // Store is the behaviour every store implementation shares.
@@ -20,21 +20,21 @@ type Store interface {
 	Ping(ctx context.Context) error
 
 	// UserLikes.
-	GetReaction(ctx context.Context, userID, contentID string) (store.Reaction, bool, error)
-	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]store.Reaction, error)
-	InsertReaction(ctx context.Context, r store.Reaction) (applied bool, err error)
-	UpdateReaction(ctx context.Context, prev, next store.Reaction) (applied bool, err error)
-	DeleteReaction(ctx context.Context, prev store.Reaction) (applied bool, err error)
-	CountReactions(ctx context.Context, contentID string) ([]store.RegionTally, error)
+	GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error)
+	GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error)
+	InsertReaction(ctx context.Context, r engagement.Reaction) (applied bool, err error)
+	UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (applied bool, err error)
+	DeleteReaction(ctx context.Context, prev engagement.Reaction) (applied bool, err error)
+	CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error)
 
 	// ContentStats.
-	ReadStats(ctx context.Context, contentIDs []string) (map[string][]store.Stats, error)
-	WriteStats(ctx context.Context, rows []store.Stats) error
+	ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
+	WriteStats(ctx context.Context, rows []engagement.Stats) error
 
 	// Trending.
-	PutTrending(ctx context.Context, t store.Trending) error
-	GetTrending(ctx context.Context, k store.TrendingKey) (store.Trending, bool, error)
-	ReadTrending(ctx context.Context, scope, counter, window string) ([]store.Trending, error)
+	PutTrending(ctx context.Context, t engagement.Trending) error
+	GetTrending(ctx context.Context, k engagement.TrendingKey) (engagement.Trending, bool, error)
+	ReadTrending(ctx context.Context, scope, counter, window string) ([]engagement.Trending, error)
 }
 
 // Run runs the conformance suite against stores made by open.
@@ -88,8 +88,8 @@ func now() time.Time {
 }
 
 // newReaction returns a fresh row (version 1, random incarnation).
-func newReaction(user, content string, a store.Action, region string) store.Reaction {
-	return store.Reaction{
+func newReaction(user, content string, a engagement.Action, region string) engagement.Reaction {
+	return engagement.Reaction{
 		UserID:      user,
 		ContentID:   content,
 		Action:      a,
@@ -101,7 +101,7 @@ func newReaction(user, content string, a store.Action, region string) store.Reac
 }
 
 // bump returns the row that a change of r to action a in region makes.
-func bump(r store.Reaction, a store.Action, region string) store.Reaction {
+func bump(r engagement.Reaction, a engagement.Action, region string) engagement.Reaction {
 	r.Action = a
 	r.Region = region
 	r.Version++
@@ -109,23 +109,23 @@ func bump(r store.Reaction, a store.Action, region string) store.Reaction {
 	return r
 }
 
-func equalReaction(a, b store.Reaction) bool {
+func equalReaction(a, b engagement.Reaction) bool {
 	return a.UserID == b.UserID && a.ContentID == b.ContentID && a.Action == b.Action &&
 		a.Region == b.Region && a.Version == b.Version && a.Incarnation == b.Incarnation &&
 		a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
-func equalStats(a, b store.Stats) bool {
+func equalStats(a, b engagement.Stats) bool {
 	return a.ContentID == b.ContentID && a.Scope == b.Scope && a.Likes == b.Likes &&
 		a.Dislikes == b.Dislikes && maps.Equal(a.Counters, b.Counters) &&
 		a.UpdatedAt.Equal(b.UpdatedAt) && a.LastSeq == b.LastSeq
 }
 
-func equalTrending(a, b store.Trending) bool {
+func equalTrending(a, b engagement.Trending) bool {
 	return a.TrendingKey == b.TrendingKey && a.AsOf.Equal(b.AsOf) && slices.Equal(a.Items, b.Items)
 }
 
-func mustInsert(t *testing.T, s Store, r store.Reaction) {
+func mustInsert(t *testing.T, s Store, r engagement.Reaction) {
 	t.Helper()
 	applied, err := s.InsertReaction(t.Context(), r)
 	if err != nil || !applied {
@@ -133,7 +133,7 @@ func mustInsert(t *testing.T, s Store, r store.Reaction) {
 	}
 }
 
-func mustUpdate(t *testing.T, s Store, prev, next store.Reaction) {
+func mustUpdate(t *testing.T, s Store, prev, next engagement.Reaction) {
 	t.Helper()
 	applied, err := s.UpdateReaction(t.Context(), prev, next)
 	if err != nil || !applied {
@@ -141,7 +141,7 @@ func mustUpdate(t *testing.T, s Store, prev, next store.Reaction) {
 	}
 }
 
-func mustDelete(t *testing.T, s Store, prev store.Reaction) {
+func mustDelete(t *testing.T, s Store, prev engagement.Reaction) {
 	t.Helper()
 	applied, err := s.DeleteReaction(t.Context(), prev)
 	if err != nil || !applied {
@@ -151,7 +151,7 @@ func mustDelete(t *testing.T, s Store, prev store.Reaction) {
 
 // checkRow fails unless the stored row of (user, content) is want, or absent
 // when want is nil.
-func checkRow(t *testing.T, s Store, user, content string, want *store.Reaction) {
+func checkRow(t *testing.T, s Store, user, content string, want *engagement.Reaction) {
 	t.Helper()
 	got, ok, err := s.GetReaction(t.Context(), user, content)
 	if err != nil {
@@ -167,7 +167,7 @@ func checkRow(t *testing.T, s Store, user, content string, want *store.Reaction)
 	}
 }
 
-func checkCount(t *testing.T, s Store, content string, want []store.RegionTally) {
+func checkCount(t *testing.T, s Store, content string, want []engagement.RegionTally) {
 	t.Helper()
 	got, err := s.CountReactions(t.Context(), content)
 	if err != nil {
@@ -198,14 +198,14 @@ func testGetMissing(t *testing.T, s Store) {
 func testInsertGet(t *testing.T, s Store) {
 	tests := []struct {
 		name   string
-		action store.Action
+		action engagement.Action
 		time   time.Time
 	}{
-		{"like", store.ActionLike, now()},
-		{"dislike", store.ActionDislike, now()},
-		{"zero time", store.ActionLike, time.Time{}},
-		{"microseconds", store.ActionLike, time.Date(2031, 2, 3, 4, 5, 6, 789_012_000, time.UTC)},
-		{"before 1970", store.ActionDislike, time.Date(1969, 12, 31, 23, 59, 59, 1000, time.UTC)},
+		{"like", engagement.ActionLike, now()},
+		{"dislike", engagement.ActionDislike, now()},
+		{"zero time", engagement.ActionLike, time.Time{}},
+		{"microseconds", engagement.ActionLike, time.Date(2031, 2, 3, 4, 5, 6, 789_012_000, time.UTC)},
+		{"before 1970", engagement.ActionDislike, time.Date(1969, 12, 31, 23, 59, 59, 1000, time.UTC)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,40 +219,40 @@ func testInsertGet(t *testing.T, s Store) {
 }
 
 func testInsertTwice(t *testing.T, s Store) {
-	r := newReaction(uniq("u"), uniq("c"), store.ActionLike, "eu-west")
+	r := newReaction(uniq("u"), uniq("c"), engagement.ActionLike, "eu-west")
 	mustInsert(t, s, r)
-	other := newReaction(r.UserID, r.ContentID, store.ActionDislike, "us-east")
+	other := newReaction(r.UserID, r.ContentID, engagement.ActionDislike, "us-east")
 	applied, err := s.InsertReaction(t.Context(), other)
 	if err != nil || applied {
 		t.Fatalf("second InsertReaction = %v, %v; want false, nil", applied, err)
 	}
 	checkRow(t, s, r.UserID, r.ContentID, &r)
-	checkCount(t, s, r.ContentID, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+	checkCount(t, s, r.ContentID, []engagement.RegionTally{{Region: "eu-west", Likes: 1}})
 }
 
 func testUpdate(t *testing.T, s Store) {
 	tests := []struct {
 		name    string
-		cond    func(stored store.Reaction) store.Reaction // what the writer read
+		cond    func(stored engagement.Reaction) engagement.Reaction // what the writer read
 		applied bool
 	}{
-		{"right version and incarnation", func(r store.Reaction) store.Reaction { return r }, true},
-		{"older version", func(r store.Reaction) store.Reaction { r.Version--; return r }, false},
-		{"newer version", func(r store.Reaction) store.Reaction { r.Version++; return r }, false},
-		{"other incarnation", func(r store.Reaction) store.Reaction { r.Incarnation++; return r }, false},
-		{"other action and region do not matter", func(r store.Reaction) store.Reaction {
-			r.Action, r.Region = store.ActionLike, "ap-south"
+		{"right version and incarnation", func(r engagement.Reaction) engagement.Reaction { return r }, true},
+		{"older version", func(r engagement.Reaction) engagement.Reaction { r.Version--; return r }, false},
+		{"newer version", func(r engagement.Reaction) engagement.Reaction { r.Version++; return r }, false},
+		{"other incarnation", func(r engagement.Reaction) engagement.Reaction { r.Incarnation++; return r }, false},
+		{"other action and region do not matter", func(r engagement.Reaction) engagement.Reaction {
+			r.Action, r.Region = engagement.ActionLike, "ap-south"
 			return r
 		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newReaction(uniq("u"), uniq("c"), store.ActionDislike, "eu-west")
+			r := newReaction(uniq("u"), uniq("c"), engagement.ActionDislike, "eu-west")
 			mustInsert(t, s, r)
-			stored := bump(r, store.ActionDislike, "eu-west")
+			stored := bump(r, engagement.ActionDislike, "eu-west")
 			mustUpdate(t, s, r, stored) // at version 2, so that older is 1
 			prev := tt.cond(stored)
-			next := bump(prev, store.ActionLike, "us-east")
+			next := bump(prev, engagement.ActionLike, "us-east")
 			applied, err := s.UpdateReaction(t.Context(), prev, next)
 			if err != nil || applied != tt.applied {
 				t.Fatalf("UpdateReaction = %v, %v; want %v, nil", applied, err, tt.applied)
@@ -265,8 +265,8 @@ func testUpdate(t *testing.T, s Store) {
 		})
 	}
 	t.Run("missing row", func(t *testing.T) {
-		r := newReaction(uniq("u"), uniq("c"), store.ActionLike, "eu-west")
-		applied, err := s.UpdateReaction(t.Context(), r, bump(r, store.ActionDislike, "eu-west"))
+		r := newReaction(uniq("u"), uniq("c"), engagement.ActionLike, "eu-west")
+		applied, err := s.UpdateReaction(t.Context(), r, bump(r, engagement.ActionDislike, "eu-west"))
 		if err != nil || applied {
 			t.Fatalf("UpdateReaction of a missing row = %v, %v; want false, nil", applied, err)
 		}
@@ -277,19 +277,19 @@ func testUpdate(t *testing.T, s Store) {
 func testDelete(t *testing.T, s Store) {
 	tests := []struct {
 		name    string
-		cond    func(stored store.Reaction) store.Reaction
+		cond    func(stored engagement.Reaction) engagement.Reaction
 		applied bool
 	}{
-		{"right version and incarnation", func(r store.Reaction) store.Reaction { return r }, true},
-		{"older version", func(r store.Reaction) store.Reaction { r.Version--; return r }, false},
-		{"newer version", func(r store.Reaction) store.Reaction { r.Version++; return r }, false},
-		{"other incarnation", func(r store.Reaction) store.Reaction { r.Incarnation ^= 1 << 63; return r }, false},
+		{"right version and incarnation", func(r engagement.Reaction) engagement.Reaction { return r }, true},
+		{"older version", func(r engagement.Reaction) engagement.Reaction { r.Version--; return r }, false},
+		{"newer version", func(r engagement.Reaction) engagement.Reaction { r.Version++; return r }, false},
+		{"other incarnation", func(r engagement.Reaction) engagement.Reaction { r.Incarnation ^= 1 << 63; return r }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newReaction(uniq("u"), uniq("c"), store.ActionLike, "eu-west")
+			r := newReaction(uniq("u"), uniq("c"), engagement.ActionLike, "eu-west")
 			mustInsert(t, s, r)
-			stored := bump(r, store.ActionLike, "eu-west")
+			stored := bump(r, engagement.ActionLike, "eu-west")
 			mustUpdate(t, s, r, stored)
 			applied, err := s.DeleteReaction(t.Context(), tt.cond(stored))
 			if err != nil || applied != tt.applied {
@@ -300,12 +300,12 @@ func testDelete(t *testing.T, s Store) {
 				checkCount(t, s, r.ContentID, nil)
 			} else {
 				checkRow(t, s, r.UserID, r.ContentID, &stored)
-				checkCount(t, s, r.ContentID, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+				checkCount(t, s, r.ContentID, []engagement.RegionTally{{Region: "eu-west", Likes: 1}})
 			}
 		})
 	}
 	t.Run("missing row", func(t *testing.T) {
-		r := newReaction(uniq("u"), uniq("c"), store.ActionLike, "eu-west")
+		r := newReaction(uniq("u"), uniq("c"), engagement.ActionLike, "eu-west")
 		applied, err := s.DeleteReaction(t.Context(), r)
 		if err != nil || applied {
 			t.Fatalf("DeleteReaction of a missing row = %v, %v; want false, nil", applied, err)
@@ -318,20 +318,20 @@ func testDelete(t *testing.T, s Store) {
 // coincide.
 func testABA(t *testing.T, s Store) {
 	user, content := uniq("u"), uniq("c")
-	old1 := newReaction(user, content, store.ActionLike, "eu-west")
+	old1 := newReaction(user, content, engagement.ActionLike, "eu-west")
 	mustInsert(t, s, old1)
-	old2 := bump(old1, store.ActionDislike, "eu-west")
+	old2 := bump(old1, engagement.ActionDislike, "eu-west")
 	mustUpdate(t, s, old1, old2)
 	mustDelete(t, s, old2)
 
-	cur := newReaction(user, content, store.ActionLike, "us-east")
+	cur := newReaction(user, content, engagement.ActionLike, "us-east")
 	for cur.Incarnation == old1.Incarnation {
 		cur.Incarnation = rand.Uint64()
 	}
 	mustInsert(t, s, cur)
 
 	// At version 1, old1 and cur differ only in incarnation.
-	if applied, err := s.UpdateReaction(t.Context(), old1, bump(old1, store.ActionDislike, "eu-west")); err != nil || applied {
+	if applied, err := s.UpdateReaction(t.Context(), old1, bump(old1, engagement.ActionDislike, "eu-west")); err != nil || applied {
 		t.Fatalf("UpdateReaction conditioned on the deleted row at v1 = %v, %v; want false, nil", applied, err)
 	}
 	if applied, err := s.DeleteReaction(t.Context(), old1); err != nil || applied {
@@ -340,27 +340,27 @@ func testABA(t *testing.T, s Store) {
 	checkRow(t, s, user, content, &cur)
 
 	// At version 2 too.
-	cur2 := bump(cur, store.ActionLike, "us-east")
+	cur2 := bump(cur, engagement.ActionLike, "us-east")
 	mustUpdate(t, s, cur, cur2)
-	if applied, err := s.UpdateReaction(t.Context(), old2, bump(old2, store.ActionLike, "eu-west")); err != nil || applied {
+	if applied, err := s.UpdateReaction(t.Context(), old2, bump(old2, engagement.ActionLike, "eu-west")); err != nil || applied {
 		t.Fatalf("UpdateReaction conditioned on the deleted row at v2 = %v, %v; want false, nil", applied, err)
 	}
 	if applied, err := s.DeleteReaction(t.Context(), old2); err != nil || applied {
 		t.Fatalf("DeleteReaction conditioned on the deleted row at v2 = %v, %v; want false, nil", applied, err)
 	}
 	checkRow(t, s, user, content, &cur2)
-	checkCount(t, s, content, []store.RegionTally{{Region: "us-east", Likes: 1}})
+	checkCount(t, s, content, []engagement.RegionTally{{Region: "us-east", Likes: 1}})
 }
 
 // testReactionKeys checks that rows whose ids would concatenate to the same
 // bytes, or extend one another, stay apart.
 func testReactionKeys(t *testing.T, s Store) {
 	u, c := uniq("u"), uniq("c")
-	rows := []store.Reaction{
-		newReaction(u, "x"+c, store.ActionLike, "eu-west"),
-		newReaction(u+"x", c, store.ActionDislike, "eu-west"),
-		newReaction(u, c, store.ActionLike, "us-east"),
-		newReaction(u, c+"x", store.ActionDislike, "us-east"),
+	rows := []engagement.Reaction{
+		newReaction(u, "x"+c, engagement.ActionLike, "eu-west"),
+		newReaction(u+"x", c, engagement.ActionDislike, "eu-west"),
+		newReaction(u, c, engagement.ActionLike, "us-east"),
+		newReaction(u, c+"x", engagement.ActionDislike, "us-east"),
 	}
 	for _, r := range rows {
 		mustInsert(t, s, r)
@@ -368,9 +368,9 @@ func testReactionKeys(t *testing.T, s Store) {
 	for _, r := range rows {
 		checkRow(t, s, r.UserID, r.ContentID, &r)
 	}
-	checkCount(t, s, c, []store.RegionTally{{Region: "eu-west", Dislikes: 1}, {Region: "us-east", Likes: 1}})
-	checkCount(t, s, c+"x", []store.RegionTally{{Region: "us-east", Dislikes: 1}})
-	checkCount(t, s, "x"+c, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+	checkCount(t, s, c, []engagement.RegionTally{{Region: "eu-west", Dislikes: 1}, {Region: "us-east", Likes: 1}})
+	checkCount(t, s, c+"x", []engagement.RegionTally{{Region: "us-east", Dislikes: 1}})
+	checkCount(t, s, "x"+c, []engagement.RegionTally{{Region: "eu-west", Likes: 1}})
 	got, err := s.GetReactions(t.Context(), u, []string{c, c + "x", "x" + c})
 	if err != nil {
 		t.Fatalf("GetReactions: %v", err)
@@ -383,22 +383,22 @@ func testReactionKeys(t *testing.T, s Store) {
 func testGetReactions(t *testing.T, s Store) {
 	user, other := uniq("u"), uniq("u")
 	c1, c2, c3, missing := uniq("c"), uniq("c"), uniq("c"), uniq("c")
-	r1 := newReaction(user, c1, store.ActionLike, "eu-west")
-	r2 := newReaction(user, c2, store.ActionDislike, "us-east")
-	r3 := newReaction(other, c3, store.ActionLike, "eu-west") // another user's row
-	for _, r := range []store.Reaction{r1, r2, r3} {
+	r1 := newReaction(user, c1, engagement.ActionLike, "eu-west")
+	r2 := newReaction(user, c2, engagement.ActionDislike, "us-east")
+	r3 := newReaction(other, c3, engagement.ActionLike, "eu-west") // another user's row
+	for _, r := range []engagement.Reaction{r1, r2, r3} {
 		mustInsert(t, s, r)
 	}
 	tests := []struct {
 		name string
 		ids  []string
-		want []store.Reaction
+		want []engagement.Reaction
 	}{
-		{"found and missing", []string{c1, missing, c2}, []store.Reaction{r1, r2}},
+		{"found and missing", []string{c1, missing, c2}, []engagement.Reaction{r1, r2}},
 		{"another user's item", []string{c3}, nil},
 		{"only missing", []string{missing}, nil},
 		{"none asked", nil, nil},
-		{"repeated id", []string{c1, c1}, []store.Reaction{r1}},
+		{"repeated id", []string{c1, c1}, []engagement.Reaction{r1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,7 +422,7 @@ func testGetReactions(t *testing.T, s Store) {
 // nothing.
 func testMisuse(t *testing.T, s Store) {
 	user, content := uniq("u"), uniq("c")
-	r := newReaction(user, content, store.ActionLike, "eu-west")
+	r := newReaction(user, content, engagement.ActionLike, "eu-west")
 	mustInsert(t, s, r)
 	other := uniq("c")
 	tests := []struct {
@@ -430,43 +430,43 @@ func testMisuse(t *testing.T, s Store) {
 		call func(ctx context.Context) (bool, error)
 	}{
 		{"insert without action", func(ctx context.Context) (bool, error) {
-			return s.InsertReaction(ctx, newReaction(user, other, store.ActionNone, "eu-west"))
+			return s.InsertReaction(ctx, newReaction(user, other, engagement.ActionNone, "eu-west"))
 		}},
 		{"insert with empty user", func(ctx context.Context) (bool, error) {
-			return s.InsertReaction(ctx, newReaction("", other, store.ActionLike, "eu-west"))
+			return s.InsertReaction(ctx, newReaction("", other, engagement.ActionLike, "eu-west"))
 		}},
 		{"update to no action", func(ctx context.Context) (bool, error) {
-			return s.UpdateReaction(ctx, r, bump(r, store.ActionNone, "eu-west"))
+			return s.UpdateReaction(ctx, r, bump(r, engagement.ActionNone, "eu-west"))
 		}},
 		{"update changing the incarnation", func(ctx context.Context) (bool, error) {
-			next := bump(r, store.ActionDislike, "eu-west")
+			next := bump(r, engagement.ActionDislike, "eu-west")
 			next.Incarnation++
 			return s.UpdateReaction(ctx, r, next)
 		}},
 		{"update skipping a version", func(ctx context.Context) (bool, error) {
-			next := bump(r, store.ActionDislike, "eu-west")
+			next := bump(r, engagement.ActionDislike, "eu-west")
 			next.Version++
 			return s.UpdateReaction(ctx, r, next)
 		}},
 		{"update keeping the version", func(ctx context.Context) (bool, error) {
-			next := bump(r, store.ActionDislike, "eu-west")
+			next := bump(r, engagement.ActionDislike, "eu-west")
 			next.Version = r.Version
 			return s.UpdateReaction(ctx, r, next)
 		}},
 		{"update onto another item", func(ctx context.Context) (bool, error) {
-			next := bump(r, store.ActionDislike, "eu-west")
+			next := bump(r, engagement.ActionDislike, "eu-west")
 			next.ContentID = other
 			return s.UpdateReaction(ctx, r, next)
 		}},
 		{"insert with a cancelled context", func(ctx context.Context) (bool, error) {
 			ctx, cancel := context.WithCancel(ctx)
 			cancel()
-			return s.InsertReaction(ctx, newReaction(user, other, store.ActionLike, "eu-west"))
+			return s.InsertReaction(ctx, newReaction(user, other, engagement.ActionLike, "eu-west"))
 		}},
 		{"update with a cancelled context", func(ctx context.Context) (bool, error) {
 			ctx, cancel := context.WithCancel(ctx)
 			cancel()
-			return s.UpdateReaction(ctx, r, bump(r, store.ActionDislike, "eu-west"))
+			return s.UpdateReaction(ctx, r, bump(r, engagement.ActionDislike, "eu-west"))
 		}},
 		{"delete with a cancelled context", func(ctx context.Context) (bool, error) {
 			ctx, cancel := context.WithCancel(ctx)
@@ -482,7 +482,7 @@ func testMisuse(t *testing.T, s Store) {
 			}
 			checkRow(t, s, user, content, &r)
 			checkRow(t, s, user, other, nil)
-			checkCount(t, s, content, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+			checkCount(t, s, content, []engagement.RegionTally{{Region: "eu-west", Likes: 1}})
 			checkCount(t, s, other, nil)
 		})
 	}
@@ -497,10 +497,10 @@ const maxAttempts = 100_000
 
 func testConcurrentInsert(t *testing.T, s Store) {
 	user, content := uniq("u"), uniq("c")
-	rows := make([]store.Reaction, workers)
+	rows := make([]engagement.Reaction, workers)
 	applied := make([]bool, workers)
 	for i := range rows {
-		rows[i] = newReaction(user, content, store.ActionLike, "eu-west")
+		rows[i] = newReaction(user, content, engagement.ActionLike, "eu-west")
 		rows[i].Incarnation = uint64(i) + 1
 	}
 	var wg sync.WaitGroup
@@ -519,7 +519,7 @@ func testConcurrentInsert(t *testing.T, s Store) {
 		t.Fatalf("%d concurrent inserts applied; want 1", n)
 	}
 	checkRow(t, s, user, content, &rows[winner])
-	checkCount(t, s, content, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+	checkCount(t, s, content, []engagement.RegionTally{{Region: "eu-west", Likes: 1}})
 }
 
 // testConcurrentCAS runs read → compare-and-set retry loops on one row from
@@ -530,7 +530,7 @@ func testConcurrentCAS(t *testing.T, s Store) {
 	const perWorker = 5
 	user, content := uniq("u"), uniq("c")
 	regions := []string{"ap-south", "eu-west", "us-east"}
-	first := newReaction(user, content, store.ActionLike, regions[0])
+	first := newReaction(user, content, engagement.ActionLike, regions[0])
 	mustInsert(t, s, first)
 
 	from := make([][]int64, workers) // versions each worker changed from
@@ -548,9 +548,9 @@ func testConcurrentCAS(t *testing.T, s Store) {
 					t.Errorf("worker %d: GetReaction = %v, %v", w, ok, err)
 					return
 				}
-				a := store.ActionDislike
-				if cur.Action == store.ActionDislike {
-					a = store.ActionLike
+				a := engagement.ActionDislike
+				if cur.Action == engagement.ActionDislike {
+					a = engagement.ActionLike
 				}
 				applied, err := s.UpdateReaction(ctx, cur, bump(cur, a, regions[w%len(regions)]))
 				if err != nil {
@@ -590,14 +590,14 @@ func testConcurrentCAS(t *testing.T, s Store) {
 		t.Fatalf("final row %+v; want version %d, incarnation %d, region %q", got, changes+1, first.Incarnation, regions[last%len(regions)])
 	}
 	// Each change toggled the action, and there was an even number.
-	if got.Action != store.ActionLike {
+	if got.Action != engagement.ActionLike {
 		t.Fatalf("final action %v after %d toggles from like; want like", got.Action, changes)
 	}
-	checkCount(t, s, content, []store.RegionTally{{Region: got.Region, Likes: 1}})
+	checkCount(t, s, content, []engagement.RegionTally{{Region: got.Region, Likes: 1}})
 }
 
 func testConcurrentDelete(t *testing.T, s Store) {
-	r := newReaction(uniq("u"), uniq("c"), store.ActionDislike, "eu-west")
+	r := newReaction(uniq("u"), uniq("c"), engagement.ActionDislike, "eu-west")
 	mustInsert(t, s, r)
 	applied := make([]bool, workers)
 	var wg sync.WaitGroup
@@ -624,14 +624,14 @@ func testConcurrentDelete(t *testing.T, s Store) {
 func testConcurrentInsertAfterUndo(t *testing.T, s Store) {
 	const cycles = 3
 	user, content := uniq("u"), uniq("c")
-	prev := newReaction(user, content, store.ActionDislike, "us-east")
+	prev := newReaction(user, content, engagement.ActionDislike, "us-east")
 	mustInsert(t, s, prev)
 	for cycle := range cycles {
 		mustDelete(t, s, prev)
-		rows := make([]store.Reaction, workers)
+		rows := make([]engagement.Reaction, workers)
 		applied := make([]bool, workers)
 		for i := range rows {
-			rows[i] = newReaction(user, content, store.ActionLike, "eu-west")
+			rows[i] = newReaction(user, content, engagement.ActionLike, "eu-west")
 		}
 		var wg sync.WaitGroup
 		for i := range rows {
@@ -649,7 +649,7 @@ func testConcurrentInsertAfterUndo(t *testing.T, s Store) {
 			t.Fatalf("cycle %d: %d concurrent inserts over an undone row applied; want 1", cycle, n)
 		}
 		checkRow(t, s, user, content, &rows[winner])
-		checkCount(t, s, content, []store.RegionTally{{Region: "eu-west", Likes: 1}})
+		checkCount(t, s, content, []engagement.RegionTally{{Region: "eu-west", Likes: 1}})
 		prev = rows[winner]
 	}
 }
@@ -663,9 +663,9 @@ func testConcurrentDistinct(t *testing.T, s Store) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range perWorker {
-				r := newReaction(uniq("u"), content, store.ActionLike, "eu-west")
+				r := newReaction(uniq("u"), content, engagement.ActionLike, "eu-west")
 				if i%2 == 1 {
-					r.Action, r.Region = store.ActionDislike, "us-east"
+					r.Action, r.Region = engagement.ActionDislike, "us-east"
 				}
 				if ok, err := s.InsertReaction(t.Context(), r); err != nil || !ok {
 					t.Errorf("worker %d: InsertReaction = %v, %v; want true, nil", w, ok, err)
@@ -679,11 +679,11 @@ func testConcurrentDistinct(t *testing.T, s Store) {
 		return
 	}
 	const half = workers * perWorker / 2
-	checkCount(t, s, content, []store.RegionTally{{Region: "eu-west", Likes: half}, {Region: "us-east", Dislikes: half}})
+	checkCount(t, s, content, []engagement.RegionTally{{Region: "eu-west", Likes: half}, {Region: "us-east", Dislikes: half}})
 }
 
 func testCountFollows(t *testing.T, s Store) {
-	countFollows(t, s, "c", func(content string, want []store.RegionTally) {
+	countFollows(t, s, "c", func(content string, want []engagement.RegionTally) {
 		t.Helper()
 		checkCount(t, s, content, want)
 	})
@@ -692,51 +692,51 @@ func testCountFollows(t *testing.T, s Store) {
 // countFollows runs inserts, updates, refused updates, undos and a row
 // re-created after an undo on one item, checking its count after each step
 // with check.
-func countFollows(t *testing.T, s Store, prefix string, check func(content string, want []store.RegionTally)) {
+func countFollows(t *testing.T, s Store, prefix string, check func(content string, want []engagement.RegionTally)) {
 	t.Helper()
 	content := uniq(prefix)
 	u1, u2, u3 := uniq("u"), uniq("u"), uniq("u")
 	check(content, nil)
 
-	a := newReaction(u1, content, store.ActionLike, "eu-west")
-	b := newReaction(u2, content, store.ActionDislike, "us-east")
-	c := newReaction(u3, content, store.ActionLike, "eu-west")
-	for _, r := range []store.Reaction{a, b, c} {
+	a := newReaction(u1, content, engagement.ActionLike, "eu-west")
+	b := newReaction(u2, content, engagement.ActionDislike, "us-east")
+	c := newReaction(u3, content, engagement.ActionLike, "eu-west")
+	for _, r := range []engagement.Reaction{a, b, c} {
 		mustInsert(t, s, r)
 	}
-	check(content, []store.RegionTally{
+	check(content, []engagement.RegionTally{
 		{Region: "eu-west", Likes: 2},
 		{Region: "us-east", Dislikes: 1},
 	})
 
-	a2 := bump(a, store.ActionDislike, "eu-west") // action changes
+	a2 := bump(a, engagement.ActionDislike, "eu-west") // action changes
 	mustUpdate(t, s, a, a2)
-	check(content, []store.RegionTally{
+	check(content, []engagement.RegionTally{
 		{Region: "eu-west", Likes: 1, Dislikes: 1},
 		{Region: "us-east", Dislikes: 1},
 	})
 
-	b2 := bump(b, store.ActionLike, "ap-south") // action and region change
+	b2 := bump(b, engagement.ActionLike, "ap-south") // action and region change
 	mustUpdate(t, s, b, b2)
-	check(content, []store.RegionTally{
+	check(content, []engagement.RegionTally{
 		{Region: "ap-south", Likes: 1},
 		{Region: "eu-west", Likes: 1, Dislikes: 1},
 	})
 
 	// A refused change leaves the count alone.
-	if applied, err := s.UpdateReaction(t.Context(), b, bump(b, store.ActionDislike, "us-east")); err != nil || applied {
+	if applied, err := s.UpdateReaction(t.Context(), b, bump(b, engagement.ActionDislike, "us-east")); err != nil || applied {
 		t.Fatalf("stale UpdateReaction = %v, %v; want false, nil", applied, err)
 	}
 	mustDelete(t, s, c)
-	check(content, []store.RegionTally{
+	check(content, []engagement.RegionTally{
 		{Region: "ap-south", Likes: 1},
 		{Region: "eu-west", Dislikes: 1},
 	})
 	// A row re-created after an undo is counted once, as what it is now.
 	mustDelete(t, s, a2)
-	a3 := newReaction(u1, content, store.ActionDislike, "us-east")
+	a3 := newReaction(u1, content, engagement.ActionDislike, "us-east")
 	mustInsert(t, s, a3)
-	check(content, []store.RegionTally{
+	check(content, []engagement.RegionTally{
 		{Region: "ap-south", Likes: 1},
 		{Region: "us-east", Dislikes: 1},
 	})
@@ -746,7 +746,7 @@ func countFollows(t *testing.T, s Store, prefix string, check func(content strin
 }
 
 // checkStats fails unless got holds exactly want, in order.
-func checkStats(t *testing.T, what string, got, want []store.Stats) {
+func checkStats(t *testing.T, what string, got, want []engagement.Stats) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s = %+v; want %+v", what, got, want)
@@ -758,7 +758,7 @@ func checkStats(t *testing.T, what string, got, want []store.Stats) {
 	}
 }
 
-func readStats(t *testing.T, s Store, ids ...string) map[string][]store.Stats {
+func readStats(t *testing.T, s Store, ids ...string) map[string][]engagement.Stats {
 	t.Helper()
 	got, err := s.ReadStats(t.Context(), ids)
 	if err != nil {
@@ -770,13 +770,13 @@ func readStats(t *testing.T, s Store, ids ...string) map[string][]store.Stats {
 func testStatsRoundTrip(t *testing.T, s Store) {
 	tests := []struct {
 		name string
-		row  store.Stats
+		row  engagement.Stats
 	}{
-		{"plain", store.Stats{Likes: 3, Dislikes: 1, UpdatedAt: now(), LastSeq: 7}},
-		{"counters", store.Stats{Likes: 1, Counters: map[string]int64{"view": 10, "share": 2, "z9_x": 0}, UpdatedAt: now(), LastSeq: 1}},
-		{"empty counters", store.Stats{Counters: map[string]int64{}, UpdatedAt: now()}},
-		{"zero row", store.Stats{}},
-		{"extremes", store.Stats{
+		{"plain", engagement.Stats{Likes: 3, Dislikes: 1, UpdatedAt: now(), LastSeq: 7}},
+		{"counters", engagement.Stats{Likes: 1, Counters: map[string]int64{"view": 10, "share": 2, "z9_x": 0}, UpdatedAt: now(), LastSeq: 1}},
+		{"empty counters", engagement.Stats{Counters: map[string]int64{}, UpdatedAt: now()}},
+		{"zero row", engagement.Stats{}},
+		{"extremes", engagement.Stats{
 			Likes: math.MaxInt64, Dislikes: math.MinInt64,
 			Counters:  map[string]int64{"view": math.MaxInt64, "share": -1},
 			UpdatedAt: time.Date(2262, 4, 11, 0, 0, 0, 1000, time.UTC), LastSeq: math.MaxUint64,
@@ -785,21 +785,21 @@ func testStatsRoundTrip(t *testing.T, s Store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			row := tt.row
-			row.ContentID, row.Scope = uniq("c"), store.GlobalScope
-			if err := s.WriteStats(t.Context(), []store.Stats{row}); err != nil {
+			row.ContentID, row.Scope = uniq("c"), engagement.GlobalScope
+			if err := s.WriteStats(t.Context(), []engagement.Stats{row}); err != nil {
 				t.Fatalf("WriteStats: %v", err)
 			}
 			got := readStats(t, s, row.ContentID)
-			checkStats(t, "ReadStats", got[row.ContentID], []store.Stats{row})
+			checkStats(t, "ReadStats", got[row.ContentID], []engagement.Stats{row})
 		})
 	}
 	t.Run("scopes", func(t *testing.T) {
 		id := uniq("c")
 		ts := now()
 		// Written out of order; read back sorted by scope.
-		rows := []store.Stats{
+		rows := []engagement.Stats{
 			{ContentID: id, Scope: "us-east", Likes: 1, UpdatedAt: ts, LastSeq: 3},
-			{ContentID: id, Scope: store.GlobalScope, Likes: 3, Dislikes: 1, Counters: map[string]int64{"view": 9}, UpdatedAt: ts, LastSeq: 9},
+			{ContentID: id, Scope: engagement.GlobalScope, Likes: 3, Dislikes: 1, Counters: map[string]int64{"view": 9}, UpdatedAt: ts, LastSeq: 9},
 			{ContentID: id, Scope: "ap-south", Dislikes: 1, Counters: map[string]int64{"view": 4}, UpdatedAt: ts, LastSeq: 5},
 			{ContentID: id, Scope: "eu-west", Likes: 2, Counters: map[string]int64{"view": 5}, UpdatedAt: ts, LastSeq: 4},
 		}
@@ -807,7 +807,7 @@ func testStatsRoundTrip(t *testing.T, s Store) {
 			t.Fatalf("WriteStats: %v", err)
 		}
 		want := slices.Clone(rows)
-		slices.SortFunc(want, func(a, b store.Stats) int { return strings.Compare(a.Scope, b.Scope) })
+		slices.SortFunc(want, func(a, b engagement.Stats) int { return strings.Compare(a.Scope, b.Scope) })
 		got := readStats(t, s, id)
 		checkStats(t, "ReadStats", got[id], want)
 	})
@@ -815,7 +815,7 @@ func testStatsRoundTrip(t *testing.T, s Store) {
 		id := uniq("c")
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if err := s.WriteStats(ctx, []store.Stats{{ContentID: id, Scope: store.GlobalScope, Likes: 1}}); err == nil {
+		if err := s.WriteStats(ctx, []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope, Likes: 1}}); err == nil {
 			t.Fatal("WriteStats with a cancelled context = nil; want an error")
 		}
 		if _, err := s.ReadStats(ctx, []string{id}); err == nil {
@@ -831,13 +831,13 @@ func testStatsBatch(t *testing.T, s Store) {
 	a, b, missing := uniq("c"), uniq("c"), uniq("c")
 	prefixOfB := b[:len(b)-1] // an id that is a prefix of another, with no rows
 	ts := now()
-	rowsA := []store.Stats{
+	rowsA := []engagement.Stats{
 		{ContentID: a, Scope: "eu-west", Likes: 1, UpdatedAt: ts, LastSeq: 1},
-		{ContentID: a, Scope: store.GlobalScope, Likes: 1, UpdatedAt: ts, LastSeq: 1},
+		{ContentID: a, Scope: engagement.GlobalScope, Likes: 1, UpdatedAt: ts, LastSeq: 1},
 	}
-	rowsB := []store.Stats{
-		{ContentID: b, Scope: store.GlobalScope, Dislikes: 2, Counters: map[string]int64{"view": 1}, UpdatedAt: ts, LastSeq: 2},
-		{ContentID: b + "x", Scope: store.GlobalScope, Likes: 99, UpdatedAt: ts, LastSeq: 2},
+	rowsB := []engagement.Stats{
+		{ContentID: b, Scope: engagement.GlobalScope, Dislikes: 2, Counters: map[string]int64{"view": 1}, UpdatedAt: ts, LastSeq: 2},
+		{ContentID: b + "x", Scope: engagement.GlobalScope, Likes: 99, UpdatedAt: ts, LastSeq: 2},
 	}
 	if err := s.WriteStats(t.Context(), append(slices.Clone(rowsA), rowsB...)); err != nil {
 		t.Fatalf("WriteStats: %v", err)
@@ -848,13 +848,13 @@ func testStatsBatch(t *testing.T, s Store) {
 	tests := []struct {
 		name string
 		ids  []string
-		want map[string][]store.Stats
+		want map[string][]engagement.Stats
 	}{
-		{"found and missing", []string{missing, a, b}, map[string][]store.Stats{a: rowsA, b: rowsB[:1]}},
+		{"found and missing", []string{missing, a, b}, map[string][]engagement.Stats{a: rowsA, b: rowsB[:1]}},
 		{"only missing", []string{missing}, nil},
 		{"prefix of an id", []string{prefixOfB}, nil},
 		{"none asked", nil, nil},
-		{"repeated id", []string{b, b}, map[string][]store.Stats{b: rowsB[:1]}},
+		{"repeated id", []string{b, b}, map[string][]engagement.Stats{b: rowsB[:1]}},
 	}
 	// rowsA sorted by scope: eu-west < global.
 	for _, tt := range tests {
@@ -872,20 +872,20 @@ func testStatsBatch(t *testing.T, s Store) {
 
 func testStatsOverwrite(t *testing.T, s Store) {
 	id := uniq("c")
-	first := []store.Stats{
-		{ContentID: id, Scope: store.GlobalScope, Likes: 5, Dislikes: 2, Counters: map[string]int64{"view": 100, "share": 3}, UpdatedAt: now(), LastSeq: 10},
+	first := []engagement.Stats{
+		{ContentID: id, Scope: engagement.GlobalScope, Likes: 5, Dislikes: 2, Counters: map[string]int64{"view": 100, "share": 3}, UpdatedAt: now(), LastSeq: 10},
 		{ContentID: id, Scope: "eu-west", Likes: 5, Dislikes: 2, Counters: map[string]int64{"view": 100, "share": 3}, UpdatedAt: now(), LastSeq: 10},
 	}
 	if err := s.WriteStats(t.Context(), first); err != nil {
 		t.Fatalf("WriteStats: %v", err)
 	}
 	// A row is replaced, not merged: fewer counters, lower values.
-	second := store.Stats{ContentID: id, Scope: store.GlobalScope, Likes: 4, Counters: map[string]int64{"view": 101}, UpdatedAt: now().Add(time.Second), LastSeq: 11}
-	if err := s.WriteStats(t.Context(), []store.Stats{second}); err != nil {
+	second := engagement.Stats{ContentID: id, Scope: engagement.GlobalScope, Likes: 4, Counters: map[string]int64{"view": 101}, UpdatedAt: now().Add(time.Second), LastSeq: 11}
+	if err := s.WriteStats(t.Context(), []engagement.Stats{second}); err != nil {
 		t.Fatalf("WriteStats: %v", err)
 	}
 	got := readStats(t, s, id)
-	checkStats(t, "ReadStats", got[id], []store.Stats{first[1], second})
+	checkStats(t, "ReadStats", got[id], []engagement.Stats{first[1], second})
 }
 
 // testStatsIdempotent applies partial sums the way the rollup does — skip a
@@ -896,11 +896,11 @@ func testStatsIdempotent(t *testing.T, s Store) {
 	apply := func(seq uint64, likes int64) {
 		t.Helper()
 		got := readStats(t, s, id)
-		var row store.Stats
+		var row engagement.Stats
 		if rows := got[id]; len(rows) == 1 {
 			row = rows[0]
 		} else {
-			row = store.Stats{ContentID: id, Scope: store.GlobalScope}
+			row = engagement.Stats{ContentID: id, Scope: engagement.GlobalScope}
 		}
 		if seq <= row.LastSeq {
 			return
@@ -908,7 +908,7 @@ func testStatsIdempotent(t *testing.T, s Store) {
 		row.Likes += likes
 		row.LastSeq = seq
 		row.UpdatedAt = now()
-		if err := s.WriteStats(t.Context(), []store.Stats{row}); err != nil {
+		if err := s.WriteStats(t.Context(), []engagement.Stats{row}); err != nil {
 			t.Fatalf("WriteStats: %v", err)
 		}
 	}
@@ -926,18 +926,18 @@ func testStatsIdempotent(t *testing.T, s Store) {
 
 func testTrending(t *testing.T, s Store) {
 	scope := uniq("r")
-	key := store.TrendingKey{Scope: scope, Counter: store.CounterLike, Window: "5m"}
-	first := store.Trending{TrendingKey: key, AsOf: now(), Items: []store.TrendingItem{
+	key := engagement.TrendingKey{Scope: scope, Counter: engagement.CounterLike, Window: "5m"}
+	first := engagement.Trending{TrendingKey: key, AsOf: now(), Items: []engagement.TrendingItem{
 		{ContentID: "a", Count: 100, Error: 3},
 		{ContentID: "b", Count: 50},
 		{ContentID: "c", Count: math.MaxInt64, Error: math.MaxInt64},
 	}}
-	second := store.Trending{TrendingKey: key, AsOf: now().Add(time.Minute), Items: []store.TrendingItem{
+	second := engagement.Trending{TrendingKey: key, AsOf: now().Add(time.Minute), Items: []engagement.TrendingItem{
 		{ContentID: "d", Count: 7, Error: 1},
 	}}
-	other := store.Trending{TrendingKey: store.TrendingKey{Scope: scope, Counter: "view", Window: "5m"}, AsOf: now()}
+	other := engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: scope, Counter: "view", Window: "5m"}, AsOf: now()}
 
-	get := func(k store.TrendingKey) (store.Trending, bool) {
+	get := func(k engagement.TrendingKey) (engagement.Trending, bool) {
 		t.Helper()
 		got, ok, err := s.GetTrending(t.Context(), k)
 		if err != nil {
@@ -945,7 +945,7 @@ func testTrending(t *testing.T, s Store) {
 		}
 		return got, ok
 	}
-	put := func(tr store.Trending) {
+	put := func(tr engagement.Trending) {
 		t.Helper()
 		if err := s.PutTrending(t.Context(), tr); err != nil {
 			t.Fatalf("PutTrending(%+v): %v", tr.TrendingKey, err)
@@ -967,9 +967,9 @@ func testTrending(t *testing.T, s Store) {
 	if got, ok := get(other.TrendingKey); !ok || !equalTrending(got, other) {
 		t.Fatalf("GetTrending(%+v) = %+v, %v; want %+v", other.TrendingKey, got, ok, other)
 	}
-	for _, k := range []store.TrendingKey{
-		{Scope: scope, Counter: store.CounterLike, Window: "1h"},
-		{Scope: store.GlobalScope + "x", Counter: store.CounterLike, Window: "5m"},
+	for _, k := range []engagement.TrendingKey{
+		{Scope: scope, Counter: engagement.CounterLike, Window: "1h"},
+		{Scope: engagement.GlobalScope + "x", Counter: engagement.CounterLike, Window: "5m"},
 	} {
 		if got, ok := get(k); ok {
 			t.Fatalf("GetTrending(%+v) = %+v, found; want none", k, got)
@@ -985,19 +985,19 @@ func testTrendingPartitions(t *testing.T, s Store) {
 	scope := uniq("r")
 	ctx := t.Context()
 	at := now()
-	list := func(counter, window string, p uint32, id string) store.Trending {
-		return store.Trending{
-			TrendingKey: store.TrendingKey{Scope: scope, Counter: counter, Window: window, Partition: p},
+	list := func(counter, window string, p uint32, id string) engagement.Trending {
+		return engagement.Trending{
+			TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: window, Partition: p},
 			AsOf:        at.Add(time.Duration(p) * time.Microsecond),
-			Items:       []store.TrendingItem{{ContentID: id, Count: int64(p) + 1}},
+			Items:       []engagement.TrendingItem{{ContentID: id, Count: int64(p) + 1}},
 		}
 	}
 	// 65536 and 256 have zero bytes in the middle of their big-endian form.
-	want := []store.Trending{
+	want := []engagement.Trending{
 		list("like", "5m", 0, "p0"), list("like", "5m", 3, "p3"),
 		list("like", "5m", 256, "p256"), list("like", "5m", 65536, "p65536"),
 	}
-	noise := []store.Trending{
+	noise := []engagement.Trending{
 		list("like", "5mx", 0, "longer-window"), list("like", "5mx", 3, "longer-window-3"),
 		list("like", "5", 1, "shorter-window"), list("likes", "5m", 1, "longer-counter"),
 		list("like", "1h", 2, "other-window"),
@@ -1026,7 +1026,7 @@ func testTrendingPartitions(t *testing.T, s Store) {
 			t.Fatalf("GetTrending(%+v) = %+v, %v, %v; want %+v", w.TrendingKey, g, ok, err, w)
 		}
 	}
-	if g, ok, err := s.GetTrending(ctx, store.TrendingKey{Scope: scope, Counter: "like", Window: "5m", Partition: 1}); err != nil || ok {
+	if g, ok, err := s.GetTrending(ctx, engagement.TrendingKey{Scope: scope, Counter: "like", Window: "5m", Partition: 1}); err != nil || ok {
 		t.Fatalf("GetTrending of a missing partition = %+v, %v, %v; want none", g, ok, err)
 	}
 	if got, err := s.ReadTrending(ctx, uniq("r"), "like", "5m"); err != nil || len(got) != 0 {

@@ -1,4 +1,4 @@
-package store
+package engagement
 
 // MaxIDLen is the longest user or content id, in bytes.
 const MaxIDLen = 128

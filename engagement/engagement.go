@@ -1,15 +1,9 @@
-package store
+package engagement
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
-
-// ErrUnavailable is returned (wrapped) when the backing database cannot be
-// reached or did not answer in time. Callers answer 503 and retry later; the
-// operation may or may not have been applied only where a method says so.
-var ErrUnavailable = errors.New("store unavailable")
 
 // GlobalScope is the Stats scope of an item's global total. Every other scope
 // is a region name, and no region may be called "global".
