@@ -1,7 +1,6 @@
 package region
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -504,16 +503,6 @@ func (c *trendCache) put(q trendQuery, l *trendList) {
 	c.m[q] = l
 }
 
-// rank sorts items by count descending, then id.
-func rank(items []engagement.TrendingItem) {
-	slices.SortFunc(items, func(a, b engagement.TrendingItem) int {
-		if c := cmp.Compare(b.Count, a.Count); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ContentID, b.ContentID)
-	})
-}
-
 // Trending returns the k items with the largest counts of counter over
 // window in scope (GlobalScope or a region), each with its count and error
 // bound (the true count is in [Count-Error, Count]), and the time the list
@@ -644,7 +633,7 @@ func (a *Agent) storedTrending(ctx context.Context, scope, counter, window strin
 		}
 		l.items = append(l.items, r.Items...)
 	}
-	rank(l.items)
+	engagement.RankTrending(l.items)
 	return l, nil
 }
 

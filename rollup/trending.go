@@ -551,7 +551,7 @@ func (t *trender) compute(tp *trendPart) []engagement.Trending {
 			return
 		}
 		delete(tp.rows, id)
-		rank(items)
+		engagement.RankTrending(items)
 		items = items[:min(len(items), t.cfg.RowItems)]
 		out = append(out, engagement.Trending{
 			TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: windowName(wi), Partition: tp.id},
@@ -726,13 +726,6 @@ func (r *ring) sum(wi int, m int64) (int64, bool) {
 		}
 	}
 	return v, r.since <= first
-}
-
-// rank sorts items by count descending, then id.
-func rank(items []engagement.TrendingItem) {
-	slices.SortFunc(items, func(a, b engagement.TrendingItem) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.ContentID, b.ContentID))
-	})
 }
 
 func satAdd(a, b int64) int64 {
