@@ -309,7 +309,7 @@ func (t *trending) emptyLists() []partial.TopList {
 // shipped, or when the minute changed and they are not empty (so the
 // rollup sees that they are current). Called by the flusher only.
 func (t *trending) flush(parts [][]partial.Sum, at time.Time) [][]partial.TopList {
-	minute := floorDiv(at.UnixMilli(), time.Minute.Milliseconds())
+	minute := topk.FloorDiv(at.UnixMilli(), time.Minute.Milliseconds())
 	if minute > t.curMinute {
 		// A new minute, before anything is added to it: the windows' views
 		// are their closed buckets now.
@@ -664,12 +664,4 @@ func (a *Agent) TrendingCounters() []string {
 		return nil
 	}
 	return slices.Clone(a.trend.names)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/topk"
 )
 
 // TrendingStore is what the rollup needs to keep trending lists: store one
@@ -228,7 +229,7 @@ func firstMinute(wi int, m int64) int64 {
 	case 1:
 		return m - 59
 	default:
-		return (floorDiv(m, 60) - 23) * 60
+		return (topk.FloorDiv(m, 60) - 23) * 60
 	}
 }
 
@@ -356,7 +357,7 @@ func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]en
 		return nil, 0, false
 	}
 	tp.nowMs = max(tp.nowMs, at)
-	minute := floorDiv(at, time.Minute.Milliseconds())
+	minute := topk.FloorDiv(at, time.Minute.Milliseconds())
 	for i := range b.Sums {
 		s := &b.Sums[i]
 		if s.Delta <= 0 {
@@ -371,7 +372,7 @@ func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]en
 	// Exact counts start after every flush that may have been counted
 	// before: this process's newest, and what a previous process may have
 	// applied before this one started.
-	since := floorDiv(max(tp.nowMs, tp.startMs), time.Minute.Milliseconds()) + 1
+	since := topk.FloorDiv(max(tp.nowMs, tp.startMs), time.Minute.Milliseconds()) + 1
 	for i := range b.Tops {
 		l := &b.Tops[i]
 		wi := windowIndex(l.Window)
@@ -510,7 +511,7 @@ func (t *trender) put(ctx context.Context, tp *trendPart, rows []engagement.Tren
 // global per (counter, window), plus an empty one for every list stored
 // non-empty last time that has no items now.
 func (t *trender) compute(tp *trendPart) []engagement.Trending {
-	m := floorDiv(tp.nowMs, time.Minute.Milliseconds())
+	m := topk.FloorDiv(tp.nowMs, time.Minute.Milliseconds())
 	asOf := time.UnixMilli(tp.nowMs)
 	var cands int64
 	for k, g := range tp.groups {
@@ -603,7 +604,7 @@ func (t *trender) compute(tp *trendPart) []engagement.Trending {
 				var lo, hi int64
 				for _, g := range gs {
 					l, h := g.bound(id, wi, m)
-					lo, hi = satAdd(lo, l), satAdd(hi, h)
+					lo, hi = topk.SatAdd(lo, l), topk.SatAdd(hi, h)
 				}
 				if hi > 0 {
 					items = append(items, engagement.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
@@ -661,12 +662,12 @@ func (g *trendGroup) candidates(wi int, m int64) func(yield func(string) bool) {
 func (g *trendGroup) bound(id string, wi int, m int64) (lo, hi int64) {
 	for _, al := range g.lists[wi] {
 		if it, ok := al.items[id]; ok {
-			hi = satAdd(hi, it.Count)
+			hi = topk.SatAdd(hi, it.Count)
 			if al.minute == m {
-				lo = satAdd(lo, it.Count-it.Error)
+				lo = topk.SatAdd(lo, it.Count-it.Error)
 			}
 		} else {
-			hi = satAdd(hi, al.floor)
+			hi = topk.SatAdd(hi, al.floor)
 		}
 	}
 	if r := g.exact[id]; r != nil {
@@ -699,11 +700,11 @@ func (r *ring) add(minute, d int64) {
 			*b = bucket{n: n}
 		}
 		if b.n == n {
-			b.v = satAdd(b.v, d)
+			b.v = topk.SatAdd(b.v, d)
 		}
 	}
 	put(&r.min[mod(minute, 60)], minute)
-	h := floorDiv(minute, 60)
+	h := topk.FloorDiv(minute, 60)
 	put(&r.hour[mod(h, 24)], h)
 }
 
@@ -713,37 +714,19 @@ func (r *ring) sum(wi int, m int64) (int64, bool) {
 	first := firstMinute(wi, m)
 	var v int64
 	if wi == 2 {
-		for h := floorDiv(first, 60); h <= floorDiv(m, 60); h++ {
+		for h := topk.FloorDiv(first, 60); h <= topk.FloorDiv(m, 60); h++ {
 			if b := &r.hour[mod(h, 24)]; b.n == h {
-				v = satAdd(v, b.v)
+				v = topk.SatAdd(v, b.v)
 			}
 		}
 	} else {
 		for n := first; n <= m; n++ {
 			if b := &r.min[mod(n, 60)]; b.n == n {
-				v = satAdd(v, b.v)
+				v = topk.SatAdd(v, b.v)
 			}
 		}
 	}
 	return v, r.since <= first
-}
-
-func satAdd(a, b int64) int64 {
-	if s := a + b; (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
-		return math.MaxInt64
-	}
-	return math.MinInt64
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
 }
 
 func mod(a, b int64) int64 {

@@ -39,12 +39,12 @@ func (s *Summary) merge(o *Summary, scratch *[]candidate) {
 		h := xxhash.Sum64(id)
 		c := candidate{count: e.count, err: e.err, h: h, off: e.off}
 		if j := lookup(o, id, h); j >= 0 {
-			c.count = satAdd(c.count, o.entries[j].count)
-			c.err = satAdd(c.err, o.entries[j].err)
+			c.count = SatAdd(c.count, o.entries[j].count)
+			c.err = SatAdd(c.err, o.entries[j].err)
 		} else {
 			est := o.estimate(h)
-			c.count = satAdd(c.count, est)
-			c.err = satAdd(c.err, est)
+			c.count = SatAdd(c.count, est)
+			c.err = SatAdd(c.err, est)
 		}
 		cand = append(cand, c)
 	}
@@ -56,17 +56,17 @@ func (s *Summary) merge(o *Summary, scratch *[]candidate) {
 			continue
 		}
 		est := s.estimate(h) // before the cells add up
-		cand = append(cand, candidate{count: satAdd(e.count, est), err: satAdd(e.err, est), h: h, off: e.off, src: true})
+		cand = append(cand, candidate{count: SatAdd(e.count, est), err: SatAdd(e.err, est), h: h, off: e.off, src: true})
 	}
 	*scratch = cand
 
 	if s.rows == o.rows && s.cols == o.cols {
 		for i, v := range o.cells {
-			s.cells[i] = satAdd(s.cells[i], v)
+			s.cells[i] = SatAdd(s.cells[i], v)
 		}
 	} else if f := o.Floor(); f > 0 {
 		for i := range s.cells {
-			s.cells[i] = satAdd(s.cells[i], f)
+			s.cells[i] = SatAdd(s.cells[i], f)
 		}
 	}
 

@@ -341,7 +341,7 @@ func (s *Summary) Add(item string, weight int64) {
 			e := &s.entries[sl.idx-1]
 			off := e.off
 			if int(s.arena[off]) == len(item) && string(s.arena[off+recordHeader:off+recordHeader+uint32(len(item))]) == item {
-				e.count = satAdd(e.count, weight)
+				e.count = SatAdd(e.count, weight)
 				s.down(int(e.pos))
 				return
 			}
@@ -356,7 +356,7 @@ func (s *Summary) Add(item string, weight int64) {
 // miss handles an arrival of an untracked item.
 func (s *Summary) miss(item string, h uint64, weight int64) {
 	est := s.estimate(h)
-	c := satAdd(est, weight)
+	c := SatAdd(est, weight)
 	size := recordHeader + len(item)
 	if s.n < len(s.entries) && s.hasRoom(size) {
 		// A free entry and room for the id.
@@ -704,10 +704,15 @@ func (s *Summary) compact() {
 // fastrange maps x uniformly onto [0, n).
 func fastrange(x, n uint32) uint32 { return uint32(uint64(x) * uint64(n) >> 32) }
 
-// satAdd returns a+b for non-negative a and b, saturating at MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
+// SatAdd returns a+b, saturating at math.MaxInt64 and math.MinInt64
+// instead of wrapping around: how counts and their bounds add up in a
+// Summary, so that a bound that overflows stays a bound.
+func SatAdd(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
 		return math.MaxInt64
 	}
-	return a + b
+	return math.MinInt64
 }

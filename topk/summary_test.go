@@ -307,3 +307,38 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("Cells = %d, want 10 rounded down to 9 (3 rows)", got)
 	}
 }
+
+func TestSatAdd(t *testing.T) {
+	const maxInt, minInt = math.MaxInt64, math.MinInt64
+	tests := []struct{ a, b, want int64 }{
+		{0, 0, 0},
+		{2, 3, 5},
+		{-2, 3, 1},
+		{2, -3, -1},
+		{-2, -3, -5},
+		{maxInt, 0, maxInt},
+		{minInt, 0, minInt},
+		{maxInt - 1, 1, maxInt},
+		{maxInt, 1, maxInt},
+		{maxInt - 5, 10, maxInt},
+		{maxInt, maxInt, maxInt},
+		{1, maxInt, maxInt},
+		{minInt + 1, -1, minInt},
+		{minInt, -1, minInt},
+		{minInt + 5, -10, minInt},
+		{minInt, minInt, minInt},
+		{-1, minInt, minInt},
+		{maxInt, minInt, -1},
+		{minInt, maxInt, -1},
+		{maxInt, -1, maxInt - 1},
+		{minInt, 1, minInt + 1},
+	}
+	for _, tt := range tests {
+		if got := SatAdd(tt.a, tt.b); got != tt.want {
+			t.Errorf("SatAdd(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := SatAdd(tt.b, tt.a); got != tt.want {
+			t.Errorf("SatAdd(%d, %d) = %d, want %d", tt.b, tt.a, got, tt.want)
+		}
+	}
+}

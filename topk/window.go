@@ -117,7 +117,7 @@ func NewWindow(cfg WindowConfig) (*Window, error) {
 // bucket. Add allocates nothing.
 func (w *Window) Add(now time.Time, item string, weight int64) {
 	l := &w.levels[0]
-	if !w.started || floorDiv(now.UnixNano(), l.width) > l.cur {
+	if !w.started || FloorDiv(now.UnixNano(), l.width) > l.cur {
 		w.Advance(now)
 	}
 	l.bucket(l.cur).Add(item, weight)
@@ -131,13 +131,13 @@ func (w *Window) Advance(now time.Time) {
 	if !w.started {
 		w.started = true
 		for i := range w.levels {
-			w.levels[i].cur = floorDiv(t, w.levels[i].width)
+			w.levels[i].cur = FloorDiv(t, w.levels[i].width)
 		}
 		return
 	}
 	for i := range w.levels {
 		l := &w.levels[i]
-		n := floorDiv(t, l.width)
+		n := FloorDiv(t, l.width)
 		if n <= l.cur {
 			return // coarser levels cannot have moved either
 		}
@@ -215,8 +215,12 @@ func mergeNonEmpty(dst, src *Summary) {
 	dst.Merge(src)
 }
 
-// floorDiv returns ⌊a/b⌋ for b > 0.
-func floorDiv(a, b int64) int64 {
+// FloorDiv returns ⌊a/b⌋ for b > 0, also for a negative a (where Go's a/b
+// rounds up): the number of the bucket of width b that holds time a,
+// counted from the epoch. Window numbers its buckets so, and code that
+// buckets times as a Window does (in other units, e.g. minutes of unix
+// milliseconds) uses it too.
+func FloorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b < 0 {
 		q--

@@ -2,6 +2,7 @@ package topk
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"strconv"
 	"testing"
@@ -187,5 +188,33 @@ func TestWindowAddDoesNotAllocate(t *testing.T) {
 	}
 	if got := w.Bytes(); got != bytes {
 		t.Fatalf("Bytes() = %d, want %d", got, bytes)
+	}
+}
+
+func TestFloorDiv(t *testing.T) {
+	const minute = int64(time.Minute / time.Millisecond)
+	tests := []struct{ a, b, want int64 }{
+		{0, 60, 0},
+		{59, 60, 0},
+		{60, 60, 1},
+		{119, 60, 1},
+		{-1, 60, -1}, // Go's -1/60 is 0: the minute before the epoch is -1
+		{-59, 60, -1},
+		{-60, 60, -1},
+		{-61, 60, -2},
+		{-120, 60, -2},
+		{7, 1, 7},
+		{-7, 1, -7},
+		{math.MaxInt64, 2, math.MaxInt64 / 2},
+		{math.MinInt64, 2, math.MinInt64 / 2},
+		{math.MinInt64 + 1, 2, math.MinInt64 / 2},
+		{math.MinInt64, math.MaxInt64, -2},
+		{time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC).UnixMilli(), minute, -1},
+		{time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC).UnixMilli(), minute, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Unix() / 60},
+	}
+	for _, tt := range tests {
+		if got := FloorDiv(tt.a, tt.b); got != tt.want {
+			t.Errorf("FloorDiv(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
 	}
 }
