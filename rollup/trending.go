@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -170,13 +171,7 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		t.mu.Lock()
-		parts := make([]*trendPart, 0, len(t.parts))
-		for _, tp := range t.parts {
-			parts = append(parts, tp)
-		}
-		t.mu.Unlock()
-		for _, tp := range parts {
+		for _, tp := range t.partitions() {
 			tp.mu.Lock()
 			now := t.now()
 			w := tp.dirty && now.Sub(tp.lastWrite) >= t.cfg.Interval
@@ -423,15 +418,16 @@ func (tp *trendPart) group(k groupKey) *trendGroup {
 	return g
 }
 
-func (t *trender) writeAll(ctx context.Context) error {
+// partitions returns the partitions with state, in no particular order.
+func (t *trender) partitions() []*trendPart {
 	t.mu.Lock()
-	parts := make([]*trendPart, 0, len(t.parts))
-	for _, tp := range t.parts {
-		parts = append(parts, tp)
-	}
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Values(t.parts))
+}
+
+func (t *trender) writeAll(ctx context.Context) error {
 	var errs []error
-	for _, tp := range parts {
+	for _, tp := range t.partitions() {
 		errs = append(errs, t.write(ctx, tp, t.now()))
 	}
 	return errors.Join(errs...)
@@ -506,13 +502,25 @@ func (t *trender) put(ctx context.Context, tp *trendPart, rows []engagement.Tren
 	return nil
 }
 
-// compute prunes what no longer overlaps the windows and returns the
-// partition's lists as of its newest flush time: one per region and one
-// global per (counter, window), plus an empty one for every list stored
-// non-empty last time that has no items now.
+// compute returns the partition's lists as of its newest flush time: one
+// per region and one global per (counter, window), plus an empty one for
+// every list stored non-empty last time that has no items now. It runs in
+// three phases: prune what no longer overlaps the windows, rank the lists
+// of the groups left, and empty the stored lists of the groups gone.
 func (t *trender) compute(tp *trendPart) []engagement.Trending {
 	m := topk.FloorDiv(tp.nowMs, time.Minute.Milliseconds())
 	asOf := time.UnixMilli(tp.nowMs)
+	t.prune(tp, m)
+	out, nonEmpty := t.rankLists(tp, m, asOf)
+	out = append(out, tp.emptiedLists(asOf)...)
+	tp.rows = nonEmpty
+	return out
+}
+
+// prune drops what no longer overlaps the windows as of minute m: agent
+// lists older than their window, exact counts of items that no list names
+// any more, and groups left with no list. It updates the candidates gauge.
+func (t *trender) prune(tp *trendPart, m int64) {
 	var cands int64
 	for k, g := range tp.groups {
 		named := make(map[string]bool)
@@ -542,10 +550,17 @@ func (t *trender) compute(tp *trendPart) []engagement.Trending {
 	}
 	t.stats.Candidates.Add(cands - tp.cands)
 	tp.cands = cands
+}
 
-	byCounter := make(map[string][]*trendGroup)
-	var out []engagement.Trending
-	rows := make(map[rowID]bool) // stored non-empty now
+// rankLists returns the ranked lists of the partition's groups as of
+// minute m, in a stable order: every region's per (counter, region,
+// window), then the global ones per (counter, window). A list with no
+// items is left out unless it was stored non-empty last time (tp.rows);
+// every list it returns is taken out of tp.rows, so what is left there
+// belongs to groups that are gone. nonEmpty names the lists it returns
+// with items.
+func (t *trender) rankLists(tp *trendPart, m int64, asOf time.Time) (out []engagement.Trending, nonEmpty map[rowID]bool) {
+	nonEmpty = make(map[rowID]bool)
 	emit := func(scope, counter string, wi int, items []engagement.TrendingItem) {
 		id := rowID{scope, counter, wi}
 		if len(items) == 0 && !tp.rows[id] {
@@ -559,69 +574,64 @@ func (t *trender) compute(tp *trendPart) []engagement.Trending {
 			AsOf:        asOf, Items: items,
 		})
 		if len(items) > 0 {
-			rows[id] = true
+			nonEmpty[id] = true
 		}
 	}
-	keys := slices.SortedFunc(func(yield func(groupKey) bool) {
-		for k := range tp.groups {
-			if !yield(k) {
-				return
-			}
-		}
-	}, func(a, b groupKey) int {
+	byCounter := make(map[string][]*trendGroup)
+	keys := slices.SortedFunc(maps.Keys(tp.groups), func(a, b groupKey) int {
 		return cmp.Or(strings.Compare(a.counter, b.counter), strings.Compare(a.region, b.region))
 	})
 	for _, k := range keys {
 		g := tp.groups[k]
 		byCounter[k.counter] = append(byCounter[k.counter], g)
 		for wi := range numWindows {
-			var items []engagement.TrendingItem
-			for id := range g.candidates(wi, m) {
-				if lo, hi := g.bound(id, wi, m); hi > 0 {
-					items = append(items, engagement.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
-				}
-			}
-			emit(k.region, k.counter, wi, items)
+			emit(k.region, k.counter, wi, listItems([]*trendGroup{g}, wi, m))
 		}
 	}
-	for _, counter := range slices.Sorted(func(yield func(string) bool) {
-		for c := range byCounter {
-			if !yield(c) {
-				return
-			}
-		}
-	}) {
-		gs := byCounter[counter]
+	for _, counter := range slices.Sorted(maps.Keys(byCounter)) {
 		for wi := range numWindows {
-			ids := make(map[string]bool)
-			for _, g := range gs {
-				for id := range g.candidates(wi, m) {
-					ids[id] = true
-				}
-			}
-			var items []engagement.TrendingItem
-			for id := range ids {
-				var lo, hi int64
-				for _, g := range gs {
-					l, h := g.bound(id, wi, m)
-					lo, hi = topk.SatAdd(lo, l), topk.SatAdd(hi, h)
-				}
-				if hi > 0 {
-					items = append(items, engagement.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
-				}
-			}
-			emit(engagement.GlobalScope, counter, wi, items)
+			emit(engagement.GlobalScope, counter, wi, listItems(byCounter[counter], wi, m))
 		}
 	}
-	// What is left of the last write's non-empty lists belongs to groups
-	// that are gone: store those lists empty.
+	return out, nonEmpty
+}
+
+// listItems returns the unranked items of window wi as of minute m over
+// the groups gs (one region's group, or every region's for the global
+// list): each candidate of any group with its bounds summed over the
+// groups; an item whose upper bound is 0 is left out.
+func listItems(gs []*trendGroup, wi int, m int64) []engagement.TrendingItem {
+	ids := make(map[string]bool)
+	for _, g := range gs {
+		for id := range g.candidates(wi, m) {
+			ids[id] = true
+		}
+	}
+	var items []engagement.TrendingItem
+	for id := range ids {
+		var lo, hi int64
+		for _, g := range gs {
+			l, h := g.bound(id, wi, m)
+			lo, hi = topk.SatAdd(lo, l), topk.SatAdd(hi, h)
+		}
+		if hi > 0 {
+			items = append(items, engagement.TrendingItem{ContentID: id, Count: hi, Error: hi - lo})
+		}
+	}
+	return items
+}
+
+// emptiedLists returns an empty list for every list left in tp.rows: one
+// the last write stored non-empty, of a group that is gone. The store may
+// still hold it non-empty.
+func (tp *trendPart) emptiedLists(asOf time.Time) []engagement.Trending {
+	var out []engagement.Trending
 	for id := range tp.rows {
 		out = append(out, engagement.Trending{
 			TrendingKey: engagement.TrendingKey{Scope: id.scope, Counter: id.counter, Window: windowName(id.window), Partition: tp.id},
 			AsOf:        asOf,
 		})
 	}
-	tp.rows = rows
 	return out
 }
 
