@@ -185,6 +185,7 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 				t.put(ctx, tp, rows, gen) //nolint:errcheck // counted and logged by put
 			}
 		}
+		t.passes.Add(1)
 	}
 }
 
@@ -234,6 +235,9 @@ type trender struct {
 	now    func() time.Time
 	logger *slog.Logger
 	stats  TrendingStats
+	// passes counts RunTrending's finished passes over the partitions
+	// (writes included), for tests to wait on.
+	passes atomic.Uint64
 
 	mu    sync.Mutex
 	parts map[uint32]*trendPart

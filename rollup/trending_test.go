@@ -44,11 +44,7 @@ func (g *trendRig) now() time.Time {
 
 func newTrendRig(t *testing.T, partitions int) *trendRig {
 	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openTrendStore(t)
 	// The rollup started two minutes before the first flush it sees.
 	g := &trendRig{t: t, st: st}
 	g.r = rollup.New(st, g.now, nil)
@@ -87,11 +83,47 @@ func (g *trendRig) rows(scope, counter, window string) ([]engagement.TrendingIte
 	if err := g.r.WriteTrending(context.Background()); err != nil {
 		g.t.Fatalf("WriteTrending: %v", err)
 	}
-	tr, _, err := g.st.GetTrending(context.Background(), engagement.TrendingKey{Scope: scope, Counter: counter, Window: window})
+	return stored(g.t, g.st, scope, counter, window)
+}
+
+// openTrendStore opens a real embedded store in a temporary directory.
+func openTrendStore(t *testing.T) *embedded.Store {
+	t.Helper()
+	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
 	if err != nil {
-		g.t.Fatal(err)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// stored returns the stored list of (scope, counter, window) of partition
+// 0: its items and as-of time.
+func stored(t *testing.T, st *embedded.Store, scope, counter, window string) ([]engagement.TrendingItem, time.Time) {
+	t.Helper()
+	tr, _, err := st.GetTrending(context.Background(), engagement.TrendingKey{Scope: scope, Counter: counter, Window: window})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return tr.Items, tr.AsOf
+}
+
+// storedX returns the items of the stored us view 5m list, the one sendX
+// sends.
+func storedX(t *testing.T, st *embedded.Store) []engagement.TrendingItem {
+	t.Helper()
+	items, _ := stored(t, st, "us", "view", "5m")
+	return items
+}
+
+// sendX applies message seq of agent "a" (region us, epoch 1), flushed at
+// at, whose one list (view, 5m) names x with count.
+func sendX(t *testing.T, r *rollup.Rollup, seq uint64, at time.Time, count int64) {
+	t.Helper()
+	b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: at, Tops: []partial.TopList{list("5m", 0, item("x", count, 0))}}
+	if err := r.Handle(context.Background(), seq, partial.Append(nil, b)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func list(window string, floor int64, items ...partial.TopItem) partial.TopList {
@@ -258,30 +290,15 @@ func TestTrendingDropsStrays(t *testing.T) {
 // TestTrendingWritesEveryInterval: the partition's writer stores its lists
 // by itself once Interval has passed since its last write.
 func TestTrendingWritesEveryInterval(t *testing.T) {
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openTrendStore(t)
 	now := minuteM.Add(-2 * time.Minute)
 	r := rollup.New(st, func() time.Time { return now }, nil)
 	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: 10 * time.Second}, st); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	send := func(seq uint64, count int64) {
-		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: now, Tops: []partial.TopList{list("5m", 0, item("x", count, 0))}}
-		if err := r.Handle(ctx, seq, partial.Append(nil, b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func() []engagement.TrendingItem {
-		tr, _, err := st.GetTrending(ctx, engagement.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Items
-	}
+	send := func(seq uint64, count int64) { sendX(t, r, seq, now, count) }
+	read := func() []engagement.TrendingItem { return storedX(t, st) }
 	send(1, 5) // the first message writes at once
 	wantItems(t, "after the first message", read(), []engagement.TrendingItem{ti("x", 5, 0)})
 	now = now.Add(9 * time.Second)
@@ -310,11 +327,7 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 // it counts exactly only from a minute after its start (plus clock skew),
 // and answers from the agents' lists until then.
 func TestTrendingRestartDelaysExact(t *testing.T) {
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openTrendStore(t)
 	r := rollup.New(st, func() time.Time { return minute(3) }, nil) // started at minute 3
 	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, st); err != nil {
 		t.Fatal(err)
@@ -423,11 +436,7 @@ func TestTrendingRewritesFailedRows(t *testing.T) {
 // spell are stored by RunTrending once Interval has passed, without
 // waiting for another message; a partition handed away is not written.
 func TestRunTrendingWritesQuietPartitions(t *testing.T) {
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openTrendStore(t)
 	r := rollup.New(st, nil, nil)
 	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: 100 * time.Millisecond}, st); err != nil {
 		t.Fatal(err)
@@ -436,19 +445,8 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.RunTrending(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	send := func(seq uint64, count int64) {
-		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: time.Now(), Tops: []partial.TopList{list("5m", 0, item("x", count, 0))}}
-		if err := r.Handle(ctx, seq, partial.Append(nil, b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func() []engagement.TrendingItem {
-		tr, _, err := st.GetTrending(ctx, engagement.TrendingKey{Scope: "us", Counter: "view", Window: "5m"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Items
-	}
+	send := func(seq uint64, count int64) { sendX(t, r, seq, time.Now(), count) }
+	read := func() []engagement.TrendingItem { return storedX(t, st) }
 	waitList := func(what string, want []engagement.TrendingItem) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -471,7 +469,10 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 	if err := r.WriteTrending(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // three intervals of RunTrending
+	// Two passes of RunTrending that end after this point: the second one
+	// began after the partition was handed away.
+	passes := rollup.TrendingPasses(r)
+	waitUntil(t, "two passes of RunTrending", func() bool { return rollup.TrendingPasses(r) >= passes+2 })
 	wantItems(t, "a partition handed away", read(), []engagement.TrendingItem{ti("y", 1, 0)})
 }
 
