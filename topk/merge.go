@@ -132,9 +132,8 @@ func (s *Summary) merge(o *Summary, scratch *[]candidate) {
 
 // heapify rebuilds the heap of entries[:n].
 func (s *Summary) heapify() {
-	for i := 0; i < s.n; i++ {
-		s.heap[i] = int32(i)
-		s.entries[i].pos = int32(i)
+	for i := range s.n {
+		place(s.heap, s.entries, i, int32(i))
 	}
 	for p := s.n/2 - 1; p >= 0; p-- {
 		s.down(p)

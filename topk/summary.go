@@ -329,26 +329,11 @@ func (s *Summary) Add(item string, weight int64) {
 		return
 	}
 	h := xxhash.Sum64String(item)
-	fp := s.fp(h)
-	n := uint32(len(s.index))
-	i := fastrange(fp, n)
-	for {
-		sl := s.index[i]
-		if sl.idx == 0 {
-			break
-		}
-		if sl.fp == fp {
-			e := &s.entries[sl.idx-1]
-			off := e.off
-			if int(s.arena[off]) == len(item) && string(s.arena[off+recordHeader:off+recordHeader+uint32(len(item))]) == item {
-				e.count = SatAdd(e.count, weight)
-				s.down(int(e.pos))
-				return
-			}
-		}
-		if i++; i == n {
-			i = 0
-		}
+	if i := lookup(s, item, h); i >= 0 {
+		e := &s.entries[i]
+		e.count = SatAdd(e.count, weight)
+		s.down(int(e.pos))
+		return
 	}
 	s.miss(item, h, weight)
 }
@@ -431,8 +416,7 @@ func (s *Summary) removeAt(i int) {
 	s.n--
 	if p != last {
 		x := s.heap[last]
-		s.heap[p] = x
-		s.entries[x].pos = int32(p)
+		place(s.heap, s.entries, p, x)
 		s.down(p)
 		s.up(int(s.entries[x].pos))
 	}
@@ -537,12 +521,10 @@ func (s *Summary) down(p int) {
 		if cx <= es[h[c]].count {
 			break
 		}
-		h[p] = h[c]
-		es[h[p]].pos = int32(p)
+		place(h, es, p, h[c])
 		p = c
 	}
-	h[p] = x
-	es[x].pos = int32(p)
+	place(h, es, p, x)
 }
 
 func (s *Summary) up(p int) {
@@ -554,10 +536,14 @@ func (s *Summary) up(p int) {
 		if es[h[q]].count <= cx {
 			break
 		}
-		h[p] = h[q]
-		es[h[p]].pos = int32(p)
+		place(h, es, p, h[q])
 		p = q
 	}
+	place(h, es, p, x)
+}
+
+// place puts entry x at heap position p.
+func place(h []int32, es []entry, p int, x int32) {
 	h[p] = x
 	es[x].pos = int32(p)
 }
