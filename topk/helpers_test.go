@@ -68,6 +68,20 @@ func mustNew(t testing.TB, cfg Config) *Summary {
 	return s
 }
 
+// checkExact fails unless s tracks exactly the items of exact, each with
+// its true count and error 0.
+func checkExact(t testing.TB, s *Summary, exact map[string]int64) {
+	t.Helper()
+	if got, want := s.Len(), len(exact); got != want {
+		t.Fatalf("Len() = %d, want %d", got, want)
+	}
+	for _, it := range s.Top(-1) {
+		if it.Count != exact[it.ID] || it.Error != 0 {
+			t.Fatalf("item %q = count %d error %d, want count %d error 0", it.ID, it.Count, it.Error, exact[it.ID])
+		}
+	}
+}
+
 // checkBounds fails unless every item of exact, and every tracked item,
 // has its true count within the summary's bounds.
 func checkBounds(t testing.TB, s *Summary, exact map[string]int64) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -32,15 +33,7 @@ func TestMergeExactWhenItFits(t *testing.T) {
 	for _, p := range parts {
 		m.Merge(feed(NewSummary(64), p))
 	}
-	exact := exactCounts(st)
-	if got, want := m.Len(), len(exact); got != want {
-		t.Fatalf("Len() = %d, want %d", got, want)
-	}
-	for _, it := range m.Top(-1) {
-		if it.Count != exact[it.ID] || it.Error != 0 {
-			t.Fatalf("merged item %q = count %d error %d, want count %d error 0", it.ID, it.Count, it.Error, exact[it.ID])
-		}
-	}
+	checkExact(t, m, exactCounts(st))
 	checkInvariants(t, m)
 }
 
@@ -196,21 +189,11 @@ func FuzzMergeLaws(f *testing.F) {
 				items[i].Count -= items[i].Error
 				items[i].Error = 0
 			}
-			slices.SortFunc(items, func(x, y Item) int { return cmpString(x.ID, y.ID) })
+			slices.SortFunc(items, func(x, y Item) int { return strings.Compare(x.ID, y.ID) })
 			return items
 		}
 		if x, y := lower(left), lower(right); !slices.Equal(x, y) {
 			t.Fatalf("lower bounds: (A+B)+C = %v, A+(B+C) = %v", x, y)
 		}
 	})
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -14,15 +14,7 @@ func TestExactUnderCapacity(t *testing.T) {
 	s := NewSummary(100)
 	st := zipfStream(1, 5000, 80, 1.0)
 	feed(s, st)
-	exact := exactCounts(st)
-	if got, want := s.Len(), len(exact); got != want {
-		t.Fatalf("Len() = %d, want %d", got, want)
-	}
-	for _, it := range s.Top(-1) {
-		if it.Count != exact[it.ID] || it.Error != 0 {
-			t.Fatalf("item %q = count %d error %d, want count %d error 0", it.ID, it.Count, it.Error, exact[it.ID])
-		}
-	}
+	checkExact(t, s, exactCounts(st))
 	checkInvariants(t, s)
 }
 

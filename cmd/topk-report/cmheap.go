@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"runtime"
 	"slices"
 	"strings"
@@ -126,13 +127,7 @@ func (c *cmHeap) Top(k int) []topk.Item {
 		items[i] = topk.Item{ID: e.id, Count: e.est}
 	}
 	slices.SortFunc(items, func(a, b topk.Item) int {
-		if a.Count != b.Count {
-			if a.Count > b.Count {
-				return -1
-			}
-			return 1
-		}
-		return cmpString(a.ID, b.ID)
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.ID, b.ID))
 	})
 	if k >= 0 && k < len(items) {
 		items = items[:k]

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 )
@@ -202,13 +204,7 @@ func newTruth(ids []string, index map[string]int32, exact []int64) *truth {
 		}
 	}
 	slices.SortFunc(t.order, func(a, b int32) int {
-		if exact[a] != exact[b] {
-			if exact[a] > exact[b] {
-				return -1
-			}
-			return 1
-		}
-		return cmpString(ids[a], ids[b])
+		return cmp.Or(cmp.Compare(exact[b], exact[a]), strings.Compare(ids[a], ids[b]))
 	})
 	return t
 }
@@ -226,16 +222,6 @@ func (t *truth) kth(k int) int64 {
 		return 1
 	}
 	return t.exact[t.order[k-1]]
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func indexOf(ids []string) map[string]int32 {
