@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,29 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// need fails (under CI) or skips the test when addr does not accept a
-// connection.
-func need(t *testing.T, what, addr, start string) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err == nil {
-		c.Close()
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not reachable at %s under CI: %v (scripts/test.sh starts it: %s)", what, addr, err, start)
-	}
-	t.Skipf("%s not reachable at %s; start it with %s", what, addr, start)
-}
 
 var (
 	buildOnce sync.Once
@@ -179,22 +158,16 @@ func (c counts) String() string {
 
 func waitCounts(t *testing.T, base, id, region string, want counts) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
 	var got counts
-	for {
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("counts of %s in %s %v", id, region, want), func() (string, bool) {
 		resp, err := http.Get(base + "/v1/counts/" + id + "?region=" + region)
-		if err == nil {
-			json.NewDecoder(resp.Body).Decode(&got)
-			resp.Body.Close()
-			if got.String() == want.String() {
-				return
-			}
+		if err != nil {
+			return fmt.Sprintf("%v (last counts %v)", err, got), false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts of %s in %s = %v, want %v", id, region, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		return got.String(), got.String() == want.String()
+	})
 }
 
 // TestAgentAndRollupProcesses runs edge-agent and rollup as separate
