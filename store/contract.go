@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -38,6 +39,51 @@ func CheckUpdate(prev, next *engagement.Reaction) error {
 		return fmt.Errorf("%w: incarnation changes from %d to %d", ErrInvalid, prev.Incarnation, next.Incarnation)
 	case next.Version != prev.Version+1:
 		return fmt.Errorf("%w: version goes from %d to %d", ErrInvalid, prev.Version, next.Version)
+	}
+	return nil
+}
+
+// CheckCall is the check a store method makes before it touches the
+// database: ctx must not be done, and validKey (the store's own rule for
+// what it can key) must accept every id. The error, ctx's or one wrapping
+// ErrInvalid, says "cannot <op>".
+func CheckCall(ctx context.Context, op string, validKey func(id string) bool, ids ...string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	for _, id := range ids {
+		if !validKey(id) {
+			return fmt.Errorf("cannot %s: %w: id %q cannot be a key", op, ErrInvalid, id)
+		}
+	}
+	return nil
+}
+
+// CheckRow is CheckCall for a method that writes row r: its user and
+// content ids must be keys, and it must hold an action a row can store
+// (CheckAction).
+func CheckRow(ctx context.Context, op string, validKey func(id string) bool, r *engagement.Reaction) error {
+	if err := CheckCall(ctx, op, validKey, r.UserID, r.ContentID); err != nil {
+		return err
+	}
+	if err := CheckAction(r); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return nil
+}
+
+// MaxScanLimit bounds the rows one ScanStats call of any store returns.
+const MaxScanLimit = 10_000
+
+// CheckScan is the check a ScanStats makes before it reads: ctx must not
+// be done, and limit must be in 1..MaxScanLimit (else ErrInvalid). The
+// error says "cannot <op>".
+func CheckScan(ctx context.Context, op string, limit int) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if limit < 1 || limit > MaxScanLimit {
+		return fmt.Errorf("cannot %s: %w: limit %d is not in 1..%d", op, ErrInvalid, limit, MaxScanLimit)
 	}
 	return nil
 }

@@ -31,11 +31,8 @@ const markerAction = "none"
 // GetReaction returns the row of (userID, contentID) and whether it exists.
 func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	const op = "get reaction"
-	if err := ctx.Err(); err != nil {
-		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(userID) || !validKeyPart(contentID) {
-		return engagement.Reaction{}, false, invalidCall(op, "user %q, content %q", userID, contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, userID, contentID); err != nil {
+		return engagement.Reaction{}, false, err
 	}
 	r, found, err := s.readReaction(ctx, s.cons, userID, contentID)
 	if err != nil {
@@ -93,16 +90,11 @@ func (raw *rawReaction) decode(r *engagement.Reaction) error {
 // ids. The map is never nil.
 func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
+	if err := store.CheckCall(ctx, op, validKeyPart, userID); err != nil {
+		return nil, err
 	}
-	if !validKeyPart(userID) {
-		return nil, invalidCall(op, "user %q", userID)
-	}
-	for _, c := range contentIDs {
-		if !validKeyPart(c) {
-			return nil, invalidCall(op, "content %q", c)
-		}
+	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+		return nil, err
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
 	out := make(map[string]engagement.Reaction, len(ids))
@@ -129,12 +121,9 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 }
 
 // checkRow validates a row about to be stored.
-func checkRow(op string, r *engagement.Reaction) error {
-	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
-		return invalidCall(op, "user %q, content %q", r.UserID, r.ContentID)
-	}
-	if err := store.CheckAction(r); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
+func checkRow(ctx context.Context, op string, r *engagement.Reaction) error {
+	if err := store.CheckRow(ctx, op, validKeyPart, r); err != nil {
+		return err
 	}
 	if !utf8.ValidString(r.Region) {
 		return invalidCall(op, "region %q is not UTF-8", r.Region)
@@ -152,10 +141,7 @@ func checkRow(op string, r *engagement.Reaction) error {
 // if competitors keep replacing the marker.
 func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	const op = "insert reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := checkRow(op, &r); err != nil {
+	if err := checkRow(ctx, op, &r); err != nil {
 		return false, err
 	}
 	decide := func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, cur, found) }
@@ -172,16 +158,7 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 			r.UserID, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation))
 	}
-	if err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !res.applied {
-		return false, nil
-	}
-	if err := s.putIndex(ctx, &r); err != nil {
-		return true, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return true, nil
+	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &r) })
 }
 
 // UpdateReaction replaces the row of (prev.UserID, prev.ContentID) with next
@@ -190,10 +167,7 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 // version prev.Version+1.
 func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
 	const op = "update reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := checkRow(op, &next); err != nil {
+	if err := checkRow(ctx, op, &next); err != nil {
 		return false, err
 	}
 	if err := store.CheckUpdate(&prev, &next); err != nil {
@@ -203,16 +177,7 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reacti
 		return decideUpdate(prev, next, cur, found)
 	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
 		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
-	if err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !res.applied {
-		return false, nil
-	}
-	if err := s.putIndex(ctx, &next); err != nil {
-		return true, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return true, nil
+	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &next) })
 }
 
 // DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
@@ -221,25 +186,31 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reacti
 // random token of this call, so a lost answer is settled by looking for it.
 func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
 	const op = "delete reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(prev.UserID) || !validKeyPart(prev.ContentID) {
-		return false, invalidCall(op, "user %q, content %q", prev.UserID, prev.ContentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, prev.UserID, prev.ContentID); err != nil {
+		return false, err
 	}
 	token := markerToken(prev.Incarnation)
 	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur engagement.Reaction, found bool) outcome {
 		return decideDelete(prev, token, cur, found)
 	}, s.q.delReact, markerAction, prev.Version+1, int64(token), micros(time.Now()),
 		prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
+	return indexApplied(op, res, err, func() error {
+		s.counters.Deletes.Add(1)
+		return s.delIndex(ctx, &prev)
+	})
+}
+
+// indexApplied finishes a write whose transaction ended with res and err:
+// when it applied, index brings the by-content table up to date. An index
+// failure is reported with applied true: the row changed.
+func indexApplied(op string, res casResult, err error, index func() error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	if !res.applied {
 		return false, nil
 	}
-	s.counters.Deletes.Add(1)
-	if err := s.delIndex(ctx, &prev); err != nil {
+	if err := index(); err != nil {
 		return true, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	return true, nil
@@ -557,11 +528,8 @@ func (s *Store) delIndex(ctx context.Context, prev *engagement.Reaction) error {
 // that user_likes holds, if any.
 func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
 	const op = "count reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(contentID) {
-		return nil, invalidCall(op, "content %q", contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
+		return nil, err
 	}
 	type entry struct {
 		user, action, region string

@@ -11,10 +11,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // MaxScanLimit bounds the rows one ScanStats call returns.
-const MaxScanLimit = 10_000
+const MaxScanLimit = store.MaxScanLimit
 
 // recountChunk is how many users' rows RecountReactions reads before it
 // tallies them (at most fanOut at a time).
@@ -44,11 +45,8 @@ const cursorVersion = 1
 // 1..MaxScanLimit, gives ErrInvalid.
 func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]engagement.Stats, string, error) {
 	const op = "scan stats"
-	if err := ctx.Err(); err != nil {
-		return nil, "", fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if limit < 1 || limit > MaxScanLimit {
-		return nil, "", invalidCall(op, "limit %d is not in 1..%d", limit, MaxScanLimit)
+	if err := store.CheckScan(ctx, op, limit); err != nil {
+		return nil, "", err
 	}
 	from := scanPos{token: math.MinInt64}
 	if cursor != "" {
@@ -163,11 +161,8 @@ func decodeCursor(c string) (scanPos, bool) {
 // raises totals to such a count, and lowers them only when told to).
 func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error) {
 	const op = "recount reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(contentID) {
-		return nil, false, invalidCall(op, "content %q", contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
+		return nil, false, err
 	}
 	var (
 		out   []engagement.RegionTally

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // fanOut bounds the single-partition requests one call has in flight.
@@ -42,13 +43,8 @@ func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string]
 
 func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRead) (map[string][]engagement.Stats, error) {
 	const op = "read stats"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	for _, id := range contentIDs {
-		if !validKeyPart(id) {
-			return nil, invalidCall(op, "content %q", id)
-		}
+	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+		return nil, err
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
 	out := make(map[string][]engagement.Stats, len(ids))

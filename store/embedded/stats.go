@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // ReadStats returns every Stats row (global and regional) of each of
@@ -16,13 +17,8 @@ import (
 // scope. Ids without rows are absent. The map is never nil.
 func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	const op = "read stats"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	for _, id := range contentIDs {
-		if !validKeyPart(id) {
-			return nil, invalid(op, "content %q", id)
-		}
+	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+		return nil, err
 	}
 	out := make(map[string][]engagement.Stats, len(contentIDs))
 	err := s.db.View(func(tx *bolt.Tx) error {
