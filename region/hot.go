@@ -11,8 +11,8 @@ import (
 type hotKey struct{ contentID, counter string }
 
 // hotRule gives the region's trending items more shards, with hysteresis
-// (see doc.go): enter the top N → Shards; out of the top 2N for CoolAfter →
-// 1. Its state belongs to the agent's hot loop goroutine.
+// (see docs/trending.md): enter the top N → Shards; out of the top 2N for
+// CoolAfter → 1. Its state belongs to the agent's hot loop goroutine.
 type hotRule struct {
 	a        *Agent
 	cfg      HotConfig

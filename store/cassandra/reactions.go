@@ -137,7 +137,7 @@ func checkRow(ctx context.Context, op string, r *engagement.Reaction) error {
 //
 // A key that never held a row is written with INSERT … IF NOT EXISTS; the
 // marker of an undone reaction is taken over with an UPDATE conditioned on
-// that marker's version and incarnation (see doc.go), retried a few times
+// that marker's version and incarnation (see docs/fence.md), retried a few times
 // if competitors keep replacing the marker.
 func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	const op = "insert reaction"
@@ -182,7 +182,7 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reacti
 
 // DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
 // still has prev.Version and prev.Incarnation, and reports whether it did.
-// It replaces the row with a marker (see doc.go) whose incarnation is a
+// It replaces the row with a marker (see docs/fence.md) whose incarnation is a
 // random token of this call, so a lost answer is settled by looking for it.
 func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
 	const op = "delete reaction"
