@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/edgecount/edgecount/engagement"
 )
@@ -86,4 +88,28 @@ func CheckScan(ctx context.Context, op string, limit int) error {
 		return fmt.Errorf("cannot %s: %w: limit %d is not in 1..%d", op, ErrInvalid, limit, MaxScanLimit)
 	}
 	return nil
+}
+
+// AddTally counts one reaction a (a like or a dislike) recorded in region
+// into tallies, as CountReactions and RecountReactions return them, and
+// returns the extended slice. An item has reactions from a handful of
+// regions, so a linear search beats a map; a region of bytes is converted
+// only when it is new.
+func AddTally[R string | []byte](tallies []engagement.RegionTally, region R, a engagement.Action) []engagement.RegionTally {
+	i := slices.IndexFunc(tallies, func(t engagement.RegionTally) bool { return t.Region == string(region) })
+	if i < 0 {
+		tallies = append(tallies, engagement.RegionTally{Region: string(region)})
+		i = len(tallies) - 1
+	}
+	if a == engagement.ActionLike {
+		tallies[i].Likes++
+	} else {
+		tallies[i].Dislikes++
+	}
+	return tallies
+}
+
+// SortTallies sorts tallies by region, the order stores return them in.
+func SortTallies(tallies []engagement.RegionTally) {
+	slices.SortFunc(tallies, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
 }

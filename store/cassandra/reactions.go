@@ -1,7 +1,6 @@
 package cassandra
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -544,18 +543,7 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 		if !ok || a == engagement.ActionNone {
 			return fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, action)
 		}
-		// An item has reactions from a handful of regions: a linear search
-		// beats a map.
-		i := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == region })
-		if i < 0 {
-			out = append(out, engagement.RegionTally{Region: region})
-			i = len(out) - 1
-		}
-		if a == engagement.ActionLike {
-			out[i].Likes++
-		} else {
-			out[i].Dislikes++
-		}
+		out = store.AddTally(out, region, a)
 		return nil
 	}
 	flush := func() error {
@@ -594,6 +582,6 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 	if err := flush(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	store.SortTallies(out)
 	return out, nil
 }

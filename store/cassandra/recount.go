@@ -1,12 +1,10 @@
 package cassandra
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -188,16 +186,7 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 			if !found[i] || r.Action == engagement.ActionNone {
 				continue
 			}
-			j := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == r.Region })
-			if j < 0 {
-				out = append(out, engagement.RegionTally{Region: r.Region})
-				j = len(out) - 1
-			}
-			if r.Action == engagement.ActionLike {
-				out[j].Likes++
-			} else {
-				out[j].Dislikes++
-			}
+			out = store.AddTally(out, r.Region, r.Action)
 		}
 		users = users[:0]
 		return nil
@@ -228,6 +217,6 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 	if err := tally(); err != nil {
 		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	store.SortTallies(out)
 	return out, false, nil
 }

@@ -2,10 +2,8 @@ package embedded
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -176,24 +174,13 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 			if err != nil {
 				return err
 			}
-			// An item has reactions from a handful of regions: a linear
-			// search beats a map.
-			i := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == string(region) })
-			if i < 0 {
-				out = append(out, engagement.RegionTally{Region: string(region)})
-				i = len(out) - 1
-			}
-			if a == engagement.ActionLike {
-				out[i].Likes++
-			} else {
-				out[i].Dislikes++
-			}
+			out = store.AddTally(out, region, a)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	store.SortTallies(out)
 	return out, nil
 }
