@@ -202,16 +202,8 @@ cmd_start() {
 }
 
 cmd_stop() {
-	local pid
-	if ! pid=$(our_pid); then
-		rm -f "$PIDFILE"
-		if answers; then
-			say "the server on $HOST:$PORT was not started by this script; leaving it alone"
-		else
-			say "not running"
-		fi
-		return
-	fi
+	started_pid || return 0
+	local pid=$STARTED_PID
 	local t0
 	t0=$(now_ns)
 	# SIGTERM shuts the server down cleanly at once: clients are closed and

@@ -67,6 +67,24 @@ wait_exit() {
 	printf '%s' "$killed"
 }
 
+# started_pid: sets STARTED_PID to the pid of the server this script
+# started (our_pid, which the script defines). When there is none it
+# removes the stale PIDFILE, says whether another server answers on
+# HOST:PORT (answers, the script's too) and fails, so that stop leaves a
+# server it did not start alone.
+started_pid() {
+	if STARTED_PID=$(our_pid); then
+		return 0
+	fi
+	rm -f "$PIDFILE"
+	if answers; then
+		say "the server on $HOST:$PORT was not started by this script; leaving it alone"
+	else
+		say "not running"
+	fi
+	return 1
+}
+
 # service_main ARG: runs the command ARG names, or prints the usage.
 service_main() {
 	case "${1:-}" in
