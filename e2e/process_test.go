@@ -53,26 +53,8 @@ type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	base   string // http://host:port from its start line
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 	done   chan error
-}
-
-// lockedBuffer collects a process's stderr while the test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // tail returns the last n bytes of s.
@@ -92,7 +74,7 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, name: name, cmd: cmd, stderr: new(lockedBuffer), done: make(chan error, 1)}
+	p := &proc{t: t, name: name, cmd: cmd, stderr: new(testenv.Buffer), done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

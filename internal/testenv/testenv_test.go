@@ -83,3 +83,21 @@ func TestNeedService(t *testing.T) {
 		}
 	}
 }
+
+func TestBufferConcurrent(t *testing.T) {
+	var b Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			b.Write([]byte("x"))
+		}
+	}()
+	for range 100 {
+		_ = b.String()
+	}
+	<-done
+	if got := b.String(); got != strings.Repeat("x", 100) {
+		t.Fatalf("Buffer holds %q, want 100 x", got)
+	}
+}
