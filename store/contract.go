@@ -113,3 +113,28 @@ func AddTally[R string | []byte](tallies []engagement.RegionTally, region R, a e
 func SortTallies(tallies []engagement.RegionTally) {
 	slices.SortFunc(tallies, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
 }
+
+// CheckStats is the check a WriteStats makes before it writes: ctx must not
+// be done, and validKey must accept every row's content id and scope and,
+// with counterKeys (a store that keys counters by name), every counter
+// name. The error, ctx's or one wrapping ErrInvalid, says "cannot <op>".
+func CheckStats(ctx context.Context, op string, validKey func(id string) bool, rows []engagement.Stats, counterKeys bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	for i := range rows {
+		r := &rows[i]
+		if !validKey(r.ContentID) || !validKey(r.Scope) {
+			return fmt.Errorf("cannot %s: %w: row %d: content %q, scope %q", op, ErrInvalid, i, r.ContentID, r.Scope)
+		}
+		if !counterKeys {
+			continue
+		}
+		for name := range r.Counters {
+			if !validKey(name) {
+				return fmt.Errorf("cannot %s: %w: row %d: counter %q", op, ErrInvalid, i, name)
+			}
+		}
+	}
+	return nil
+}

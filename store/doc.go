@@ -1,9 +1,10 @@
 // Package store is the contract every persistence implementation keeps: the
-// errors callers act on (ErrUnavailable, ErrInvalid) and the checks every
+// errors callers act on (ErrUnavailable, ErrInvalid), the checks every
 // implementation makes before it touches its database (CheckCall, CheckRow,
-// CheckAction, CheckUpdate, CheckScan, MaxScanLimit). The records it
-// persists — per-user reactions (UserLikes), derived totals (ContentStats),
-// trending lists — are the vocabulary of package engagement.
+// CheckAction, CheckUpdate, CheckScan, CheckStats) and how counts are
+// tallied (AddTally). The records it persists — per-user reactions
+// (UserLikes), derived totals (ContentStats), trending lists — are the
+// vocabulary of package engagement.
 //
 // Implementations live in sub-packages (store/embedded on bbolt,
 // store/cassandra on gocql) and pass one shared conformance suite

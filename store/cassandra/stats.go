@@ -145,22 +145,8 @@ func (raw *rawStats) decode(row *engagement.Stats) {
 // before: safe to retry, and the later of two calls wins.
 func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	const op = "write stats"
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	for i := range rows {
-		r := &rows[i]
-		if !validKeyPart(r.ContentID) || !validKeyPart(r.Scope) {
-			return invalidCall(op, "row %d: content %q, scope %q", i, r.ContentID, r.Scope)
-		}
-		for name := range r.Counters {
-			if !validKeyPart(name) {
-				return invalidCall(op, "row %d: counter %q", i, name)
-			}
-		}
+	if err := store.CheckStats(ctx, op, validKeyPart, rows, true); err != nil || len(rows) == 0 {
+		return err
 	}
 	groups := groupByItem(rows)
 	ts := s.writeTimestamp()
