@@ -61,6 +61,15 @@ func CheckCall(ctx context.Context, op string, validKey func(id string) bool, id
 	return nil
 }
 
+// CheckUserCall is CheckCall for a method on userID's rows of contentIDs
+// (GetReactions).
+func CheckUserCall(ctx context.Context, op string, validKey func(id string) bool, userID string, contentIDs []string) error {
+	if err := CheckCall(ctx, op, validKey, userID); err != nil {
+		return err
+	}
+	return CheckCall(ctx, op, validKey, contentIDs...)
+}
+
 // CheckRow is CheckCall for a method that writes row r: its user and
 // content ids must be keys, and it must hold an action a row can store
 // (CheckAction).

@@ -1,10 +1,10 @@
 // Package store is the contract every persistence implementation keeps: the
 // errors callers act on (ErrUnavailable, ErrInvalid), the checks every
-// implementation makes before it touches its database (CheckCall, CheckRow,
-// CheckAction, CheckUpdate, CheckScan, CheckStats) and how counts are
-// tallied (AddTally). The records it persists — per-user reactions
-// (UserLikes), derived totals (ContentStats), trending lists — are the
-// vocabulary of package engagement.
+// implementation makes before it touches its database (CheckCall,
+// CheckUserCall, CheckRow, CheckAction, CheckUpdate, CheckScan,
+// CheckStats) and how counts are tallied (AddTally). The records it
+// persists — per-user reactions (UserLikes), derived totals (ContentStats),
+// trending lists — are the vocabulary of package engagement.
 //
 // Implementations live in sub-packages (store/embedded on bbolt,
 // store/cassandra on gocql) and pass one shared conformance suite

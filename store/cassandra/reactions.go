@@ -89,10 +89,7 @@ func (raw *rawReaction) decode(r *engagement.Reaction) error {
 // ids. The map is never nil.
 func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
-	if err := store.CheckCall(ctx, op, validKeyPart, userID); err != nil {
-		return nil, err
-	}
-	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+	if err := store.CheckUserCall(ctx, op, validKeyPart, userID, contentIDs); err != nil {
 		return nil, err
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))

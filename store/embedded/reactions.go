@@ -37,10 +37,7 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (enga
 // content id, read in one transaction. The map is never nil.
 func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
-	if err := store.CheckCall(ctx, op, validKeyPart, userID); err != nil {
-		return nil, err
-	}
-	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+	if err := store.CheckUserCall(ctx, op, validKeyPart, userID, contentIDs); err != nil {
 		return nil, err
 	}
 	out := make(map[string]engagement.Reaction, len(contentIDs))
