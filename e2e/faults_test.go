@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 // cassTimeout is cassandra.timeout of the fault tests. The store settles a
@@ -34,14 +36,14 @@ const cassTimeout = 6 * time.Second
 // (under CI) or skipping when one of needed is not reachable.
 func faultServers(t *testing.T, redis bool) (natsAddr, redisAddr, cassAddr string) {
 	t.Helper()
-	natsAddr = envOr("EDGECOUNT_NATS", "127.0.0.1:4222")
-	redisAddr = envOr("EDGECOUNT_REDIS", "127.0.0.1:6379")
-	cassAddr = envOr("EDGECOUNT_CASSANDRA", "127.0.0.1:9042")
-	need(t, "NATS", natsAddr, "./scripts/nats.sh start")
+	natsAddr = testenv.Addr("EDGECOUNT_NATS", "127.0.0.1:4222")
+	redisAddr = testenv.Addr("EDGECOUNT_REDIS", "127.0.0.1:6379")
+	cassAddr = testenv.Addr("EDGECOUNT_CASSANDRA", "127.0.0.1:9042")
+	testenv.NeedService(t, "NATS", natsAddr, "./scripts/nats.sh start")
 	if redis {
-		need(t, "Redis", redisAddr, "./scripts/redis.sh start")
+		testenv.NeedService(t, "Redis", redisAddr, "./scripts/redis.sh start")
 	}
-	need(t, "Cassandra", cassAddr, "./scripts/cassandra.sh install && ./scripts/cassandra.sh start")
+	testenv.NeedService(t, "Cassandra", cassAddr, "./scripts/cassandra.sh install && ./scripts/cassandra.sh start")
 	return natsAddr, redisAddr, cassAddr
 }
 
@@ -275,10 +277,7 @@ func cassandraPID(t *testing.T) int {
 	out, err := exec.Command("pgrep", "-f", "org.apache.cassandra.service.CassandraDaemon").Output()
 	fields := strings.Fields(string(out))
 	if err != nil || len(fields) == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no Cassandra JVM found under CI (pgrep: %v); scripts/test.sh starts it: ./scripts/cassandra.sh start", err)
-		}
-		t.Skipf("no Cassandra JVM on this machine to pause (pgrep: %v); start one with ./scripts/cassandra.sh install && ./scripts/cassandra.sh start", err)
+		testenv.Unavailable(t, fmt.Sprintf("no Cassandra JVM on this machine to pause (pgrep: %v); start one with ./scripts/cassandra.sh install && ./scripts/cassandra.sh start", err))
 	}
 	if len(fields) > 1 {
 		t.Fatalf("several Cassandra JVMs (%v); cannot tell which to pause", fields)
@@ -288,6 +287,22 @@ func cassandraPID(t *testing.T) int {
 		t.Fatalf("pgrep printed %q: %v", out, err)
 	}
 	return pid
+}
+
+// resumer returns a function that resumes the Cassandra JVM pid (SIGCONT)
+// the first time it is called; it also runs when the test ends, so that a
+// paused JVM is resumed whatever happens.
+func resumer(t *testing.T, pid int) (resume func()) {
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("cannot resume Cassandra pid %d: %v", pid, err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
 }
 
 // procState returns the state letter of a process (R, S, T, …) from
@@ -348,27 +363,17 @@ func TestCassandraPauseGives503ThenConverges(t *testing.T) {
 	retriesBefore := metric(t, ru.base, "edgecount_consumer_retries_total")
 
 	// Pause. Whatever happens, the JVM is resumed.
-	var resumeOnce sync.Once
-	resume := func() {
-		resumeOnce.Do(func() {
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Errorf("cannot resume Cassandra pid %d: %v", pid, err)
-			}
-		})
-	}
-	t.Cleanup(resume)
+	resume := resumer(t, pid)
 	defer resume()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("cannot pause Cassandra pid %d: %v", pid, err)
 	}
 	paused := time.Now()
 	// Every thread of the JVM is stopped before the first write is sent.
-	for procState(t, pid) != "T" {
-		if time.Since(paused) > 10*time.Second {
-			t.Fatalf("Cassandra pid %d is in state %s 10s after SIGSTOP", pid, procState(t, pid))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("Cassandra pid %d in state T after SIGSTOP", pid), func() (string, bool) {
+		state := procState(t, pid)
+		return "state " + state, state == "T"
+	})
 
 	// Updates, a delete and inserts, all sent while the store is frozen.
 	changes := []reaction{
@@ -407,14 +412,13 @@ func TestCassandraPauseGives503ThenConverges(t *testing.T) {
 
 	// The rollup fails to apply what was flushed, keeps the message and
 	// retries; it stays alive.
-	deadline := time.Now().Add(3 * cassTimeout)
-	for metric(t, ru.base, "edgecount_consumer_retries_total") == retriesBefore {
-		if time.Now().After(deadline) {
-			t.Fatalf("rollup retried nothing after %v of frozen store; its log ends:\n%s",
-				time.Since(paused).Round(time.Millisecond), tail(ru.stderr.String(), 4000))
+	testenv.Eventually(t, 3*cassTimeout, "a retry by the rollup while the store is frozen", func() (string, bool) {
+		if metric(t, ru.base, "edgecount_consumer_retries_total") != retriesBefore {
+			return "", true
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("no retry after %v of frozen store; the rollup's log ends:\n%s",
+			time.Since(paused).Round(time.Millisecond), tail(ru.stderr.String(), 4000)), false
+	})
 	if status, body := get(t, ru.base+"/healthz"); status != http.StatusOK {
 		t.Fatalf("rollup /healthz while paused = %d %s", status, body)
 	}
@@ -426,7 +430,7 @@ func TestCassandraPauseGives503ThenConverges(t *testing.T) {
 
 	// The same reactions, retried until they apply. The answers while
 	// paused wrote nothing, so each retry changes its row.
-	deadline = time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for _, c := range changes {
 		for {
 			got, err := send(client, ag.base+"/v1/reactions", c)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	redisdir "github.com/edgecount/edgecount/directory/redis"
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 // endpoints is deploy/regions/.local/endpoints.json.
@@ -156,21 +157,13 @@ type trendingList struct {
 // waitTrending polls GET /v1/trending until ok accepts the list.
 func waitTrending(t *testing.T, base, query string, ok func(trendingList) bool) trendingList {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
 	var got trendingList
-	var body string
-	for {
-		var status int
-		status, body = get(t, base+"/v1/trending?"+query)
+	testenv.Eventually(t, 60*time.Second, "trending "+query+" the test accepts", func() (string, bool) {
+		status, body := get(t, base+"/v1/trending?"+query)
 		got = trendingList{}
-		if status == http.StatusOK && json.Unmarshal([]byte(body), &got) == nil && ok(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trending %s = %s", query, body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d %s", status, body), status == http.StatusOK && json.Unmarshal([]byte(body), &got) == nil && ok(got)
+	})
+	return got
 }
 
 // TestThreeRegions drives the system deploy/regions/local.sh starts: three
@@ -261,13 +254,10 @@ func TestThreeRegions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for dir.Shards(hot(r), "view") != 64 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's hot item has %d shards in its directory, want 64", r, dir.Shards(hot(r), "view"))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("64 shards for %s's hot item in its directory", r), func() (string, bool) {
+			n := dir.Shards(hot(r), "view")
+			return fmt.Sprintf("%d shards", n), n == 64
+		})
 		other := hot(regions[(slices.Index(regions, r)+1)%len(regions)])
 		if got := dir.Shards(other, "view"); got != 1 {
 			t.Errorf("another region's hot item has %d shards in %s's directory, want 1", got, r)
@@ -298,14 +288,10 @@ func TestThreeRegions(t *testing.T) {
 	victim := eps.Regions["us-east"][1]
 	write("us-east", 1, 3, 7, 0)
 	flushes := metric(t, victim, "edgecount_agent_flushes_total")
-	deadline := time.Now().Add(30 * time.Second)
-	for metric(t, victim, "edgecount_agent_flushes_total") < flushes+2 ||
-		metric(t, victim, "edgecount_agent_outbox_messages") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the us-east agent did not flush its last writes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("the us-east agent's last writes flushed: %v flushes, an empty outbox", flushes+2), func() (string, bool) {
+		n, out := metric(t, victim, "edgecount_agent_flushes_total"), metric(t, victim, "edgecount_agent_outbox_messages")
+		return fmt.Sprintf("%v flushes, %v outbox messages", n, out), n >= flushes+2 && out == 0
+	})
 	for _, name := range []string{"us-east-2", "rollup-1"} {
 		if err := syscall.Kill(pidOf(t, dir, name), syscall.SIGKILL); err != nil {
 			t.Fatalf("cannot kill %s: %v", name, err)

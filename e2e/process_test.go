@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,29 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// need fails (under CI) or skips the test when addr does not accept a
-// connection.
-func need(t *testing.T, what, addr, start string) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err == nil {
-		c.Close()
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not reachable at %s under CI: %v (scripts/test.sh starts it: %s)", what, addr, err, start)
-	}
-	t.Skipf("%s not reachable at %s; start it with %s", what, addr, start)
-}
 
 var (
 	buildOnce sync.Once
@@ -74,26 +53,8 @@ type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	base   string // http://host:port from its start line
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 	done   chan error
-}
-
-// lockedBuffer collects a process's stderr while the test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // tail returns the last n bytes of s.
@@ -113,7 +74,7 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, name: name, cmd: cmd, stderr: new(lockedBuffer), done: make(chan error, 1)}
+	p := &proc{t: t, name: name, cmd: cmd, stderr: new(testenv.Buffer), done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -179,22 +140,16 @@ func (c counts) String() string {
 
 func waitCounts(t *testing.T, base, id, region string, want counts) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
 	var got counts
-	for {
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("counts of %s in %s %v", id, region, want), func() (string, bool) {
 		resp, err := http.Get(base + "/v1/counts/" + id + "?region=" + region)
-		if err == nil {
-			json.NewDecoder(resp.Body).Decode(&got)
-			resp.Body.Close()
-			if got.String() == want.String() {
-				return
-			}
+		if err != nil {
+			return fmt.Sprintf("%v (last counts %v)", err, got), false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts of %s in %s = %v, want %v", id, region, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		return got.String(), got.String() == want.String()
+	})
 }
 
 // TestAgentAndRollupProcesses runs edge-agent and rollup as separate

@@ -26,15 +26,7 @@ func TestTogglesAcrossCassandraPause(t *testing.T) {
 	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run)
 	client := &http.Client{Timeout: 60 * time.Second}
 
-	var resumeOnce sync.Once
-	resume := func() {
-		resumeOnce.Do(func() {
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Errorf("cannot resume Cassandra pid %d: %v", pid, err)
-			}
-		})
-	}
-	t.Cleanup(resume)
+	resume := resumer(t, pid)
 	defer resume()
 
 	var users []string

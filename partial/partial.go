@@ -120,8 +120,7 @@ const MaxWindowLen = 8
 // Append appends the encoding of b to dst and returns the extended slice.
 // A Sum whose Region equals b.Region is written without it.
 func Append(dst []byte, b *Batch) []byte {
-	dst = protowire.AppendTag(dst, fVersion, protowire.VarintType)
-	dst = protowire.AppendVarint(dst, Version)
+	dst = appendUint(dst, fVersion, Version)
 	dst = appendString(dst, fAgent, b.Agent)
 	dst = appendString(dst, fRegion, b.Region)
 	dst = appendUint(dst, fEpoch, b.Epoch)
@@ -133,41 +132,30 @@ func Append(dst []byte, b *Batch) []byte {
 	}
 	for i := range b.Sums {
 		s := &b.Sums[i]
-		region := s.Region
-		if region == b.Region {
-			region = ""
-		}
-		n := sumSize(s.ContentID, s.Counter, region, s.Delta)
-		dst = protowire.AppendTag(dst, fSums, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(n))
+		region := wireRegion(s, b.Region)
+		dst = appendLen(dst, fSums, sumSize(s, region))
 		dst = appendString(dst, fSumContent, s.ContentID)
 		dst = appendString(dst, fSumCounter, s.Counter)
 		dst = appendString(dst, fSumRegion, region)
-		if s.Delta != 0 {
-			dst = protowire.AppendTag(dst, fSumDelta, protowire.VarintType)
-			dst = protowire.AppendVarint(dst, protowire.EncodeZigZag(s.Delta))
-		}
+		dst = appendUint(dst, fSumDelta, protowire.EncodeZigZag(s.Delta))
 	}
 	for i := range b.Tops {
 		dst = appendTop(dst, &b.Tops[i])
 	}
 	if b.More {
-		dst = protowire.AppendTag(dst, fMore, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, 1)
+		dst = appendUint(dst, fMore, 1)
 	}
 	return dst
 }
 
 func appendTop(dst []byte, t *TopList) []byte {
-	dst = protowire.AppendTag(dst, fTops, protowire.BytesType)
-	dst = protowire.AppendVarint(dst, uint64(topBodySize(t)))
+	dst = appendLen(dst, fTops, topBodySize(t))
 	dst = appendString(dst, fTopCounter, t.Counter)
 	dst = appendString(dst, fTopWindow, t.Window)
 	dst = appendUint(dst, fTopFloor, uint64(t.Floor))
 	for i := range t.Items {
 		it := &t.Items[i]
-		dst = protowire.AppendTag(dst, fTopItems, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(itemSize(it)))
+		dst = appendLen(dst, fTopItems, itemSize(it))
 		dst = appendString(dst, fItemContent, it.ContentID)
 		dst = appendUint(dst, fItemCount, uint64(it.Count))
 		dst = appendUint(dst, fItemError, uint64(it.Error))
@@ -202,20 +190,21 @@ func uintSize(num protowire.Number, v uint64) int {
 // SumSize returns how many bytes s adds to an encoded batch of region
 // batchRegion, so that callers can cut messages to a size.
 func SumSize(s *Sum, batchRegion string) int {
-	region := s.Region
-	if region == batchRegion {
-		region = ""
-	}
-	n := sumSize(s.ContentID, s.Counter, region, s.Delta)
-	return protowire.SizeTag(fSums) + protowire.SizeBytes(n)
+	return protowire.SizeTag(fSums) + protowire.SizeBytes(sumSize(s, wireRegion(s, batchRegion)))
 }
 
-func sumSize(content, counter, region string, delta int64) int {
-	n := stringSize(fSumContent, content) + stringSize(fSumCounter, counter) + stringSize(fSumRegion, region)
-	if delta != 0 {
-		n += protowire.SizeTag(fSumDelta) + protowire.SizeVarint(protowire.EncodeZigZag(delta))
+// wireRegion is the region field written for s in a batch of region
+// batchRegion: empty when it is the batch's own.
+func wireRegion(s *Sum, batchRegion string) string {
+	if s.Region == batchRegion {
+		return ""
 	}
-	return n
+	return s.Region
+}
+
+func sumSize(s *Sum, region string) int {
+	return stringSize(fSumContent, s.ContentID) + stringSize(fSumCounter, s.Counter) + stringSize(fSumRegion, region) +
+		uintSize(fSumDelta, protowire.EncodeZigZag(s.Delta))
 }
 
 func stringSize(num protowire.Number, s string) int {
@@ -233,6 +222,13 @@ func appendString(dst []byte, num protowire.Number, s string) []byte {
 	return protowire.AppendString(dst, s)
 }
 
+// appendLen appends the tag and length of a length-delimited field of
+// size bytes; the caller appends the bytes.
+func appendLen(dst []byte, num protowire.Number, size int) []byte {
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendVarint(dst, uint64(size))
+}
+
 func appendUint(dst []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return dst
@@ -243,95 +239,56 @@ func appendUint(dst []byte, num protowire.Number, v uint64) []byte {
 
 // Decode parses data into b, reusing b.Sums' backing array. Every Sum gets
 // its Region filled in (the batch region when the wire left it empty). It
-// rejects other schema versions, malformed wire data, invalid ids, counter
-// and region names, and zero deltas.
+// rejects other schema versions, malformed wire data, a known field with
+// the wrong wire type, invalid ids, counter and region names, and zero
+// deltas.
 func Decode(data []byte, b *Batch) error {
 	*b = Batch{Sums: b.Sums[:0], Tops: b.Tops[:0]}
 	var version uint64
 	var sawVersion bool
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
-		}
-		data = data[n:]
-		switch {
-		case num == fVersion && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return fmt.Errorf("%w: version: %v", ErrMalformed, protowire.ParseError(n))
+	err := walk(data, batchFields, func(num protowire.Number, v uint64, raw []byte) error {
+		switch num {
+		case fVersion:
+			version, sawVersion = v, true
+		case fAgent:
+			b.Agent = string(raw)
+		case fRegion:
+			b.Region = string(raw)
+		case fEpoch:
+			b.Epoch = v
+		case fSeq:
+			b.Seq = v
+		case fPartition:
+			if v > math.MaxUint32 {
+				return fmt.Errorf("partition %d out of range", v)
 			}
-			version, sawVersion, data = v, true, data[n:]
-		case (num == fAgent || num == fRegion) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(n))
-			}
-			if num == fAgent {
-				b.Agent = string(v)
-			} else {
-				b.Region = string(v)
-			}
-			data = data[n:]
-		case (num == fEpoch || num == fSeq || num == fPartition || num == fFlushedAt) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(n))
-			}
-			switch num {
-			case fEpoch:
-				b.Epoch = v
-			case fSeq:
-				b.Seq = v
-			case fPartition:
-				if v > 1<<32-1 {
-					return fmt.Errorf("%w: partition %d out of range", ErrMalformed, v)
-				}
-				b.Partition = uint32(v)
-			case fFlushedAt:
-				b.FlushedAt = time.UnixMilli(int64(v))
-			}
-			data = data[n:]
-		case num == fSums && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return fmt.Errorf("%w: sum: %v", ErrMalformed, protowire.ParseError(n))
-			}
-			s, err := decodeSum(v)
+			b.Partition = uint32(v)
+		case fFlushedAt:
+			b.FlushedAt = time.UnixMilli(int64(v))
+		case fSums:
+			s, err := decodeSum(raw)
 			if err != nil {
-				return fmt.Errorf("%w: sum %d: %v", ErrMalformed, len(b.Sums), err)
+				return fmt.Errorf("sum %d: %w", len(b.Sums), err)
 			}
 			b.Sums = append(b.Sums, s)
-			data = data[n:]
-		case num == fMore && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(n))
-			}
-			b.More, data = v != 0, data[n:]
-		case num == fTops && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return fmt.Errorf("%w: top list: %v", ErrMalformed, protowire.ParseError(n))
-			}
-			t, err := decodeTop(v)
+		case fTops:
+			t, err := decodeTop(raw)
 			if err != nil {
-				return fmt.Errorf("%w: top list %d: %v", ErrMalformed, len(b.Tops), err)
+				return fmt.Errorf("top list %d: %w", len(b.Tops), err)
 			}
 			for i := range b.Tops {
 				if b.Tops[i].Counter == t.Counter && b.Tops[i].Window == t.Window {
-					return fmt.Errorf("%w: top list %d: counter %q window %q listed twice", ErrMalformed, len(b.Tops), t.Counter, t.Window)
+					return fmt.Errorf("top list %d: counter %q window %q listed twice", len(b.Tops), t.Counter, t.Window)
 				}
 			}
 			b.Tops = append(b.Tops, t)
-			data = data[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, data)
-			if n < 0 {
-				return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(n))
-			}
-			data = data[n:]
+		case fMore:
+			b.More = v != 0
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if !sawVersion || version != Version {
 		return fmt.Errorf("%w: schema version %d, want %d", ErrMalformed, version, Version)
@@ -355,49 +312,27 @@ func Decode(data []byte, b *Batch) error {
 
 func decodeSum(data []byte) (Sum, error) {
 	var s Sum
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return s, protowire.ParseError(n)
-		}
-		data = data[n:]
-		switch {
-		case num >= fSumContent && num <= fSumRegion && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return s, protowire.ParseError(n)
-			}
-			switch num {
-			case fSumContent:
-				s.ContentID = string(v)
-			case fSumCounter:
-				s.Counter = string(v)
-			case fSumRegion:
-				s.Region = string(v)
-			}
-			data = data[n:]
-		case num == fSumDelta && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return s, protowire.ParseError(n)
-			}
+	err := walk(data, sumFields, func(num protowire.Number, v uint64, raw []byte) error {
+		switch num {
+		case fSumContent:
+			s.ContentID = string(raw)
+		case fSumCounter:
+			s.Counter = string(raw)
+		case fSumRegion:
+			s.Region = string(raw)
+		case fSumDelta:
 			s.Delta = protowire.DecodeZigZag(v)
-			data = data[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, data)
-			if n < 0 {
-				return s, protowire.ParseError(n)
-			}
-			data = data[n:]
 		}
-	}
-	if !engagement.ValidID(s.ContentID) {
+		return nil
+	})
+	switch {
+	case err != nil:
+		return s, err
+	case !engagement.ValidID(s.ContentID):
 		return s, fmt.Errorf("invalid content id %q", s.ContentID)
-	}
-	if !engagement.ValidCounter(s.Counter) {
+	case !engagement.ValidCounter(s.Counter):
 		return s, fmt.Errorf("invalid counter %q", s.Counter)
-	}
-	if s.Delta == 0 {
+	case s.Delta == 0:
 		return s, errors.New("zero delta")
 	}
 	return s, nil
@@ -406,50 +341,26 @@ func decodeSum(data []byte) (Sum, error) {
 func decodeTop(data []byte) (TopList, error) {
 	var t TopList
 	var floor uint64
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return t, protowire.ParseError(n)
-		}
-		data = data[n:]
-		switch {
-		case (num == fTopCounter || num == fTopWindow) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return t, protowire.ParseError(n)
-			}
-			if num == fTopCounter {
-				t.Counter = string(v)
-			} else {
-				t.Window = string(v)
-			}
-			data = data[n:]
-		case num == fTopFloor && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return t, protowire.ParseError(n)
-			}
-			floor, data = v, data[n:]
-		case num == fTopItems && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return t, protowire.ParseError(n)
-			}
-			it, err := decodeItem(v)
+	err := walk(data, topFields, func(num protowire.Number, v uint64, raw []byte) error {
+		switch num {
+		case fTopCounter:
+			t.Counter = string(raw)
+		case fTopWindow:
+			t.Window = string(raw)
+		case fTopFloor:
+			floor = v
+		case fTopItems:
+			it, err := decodeItem(raw)
 			if err != nil {
-				return t, fmt.Errorf("item %d: %w", len(t.Items), err)
+				return fmt.Errorf("item %d: %w", len(t.Items), err)
 			}
 			t.Items = append(t.Items, it)
-			data = data[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, data)
-			if n < 0 {
-				return t, protowire.ParseError(n)
-			}
-			data = data[n:]
 		}
-	}
+		return nil
+	})
 	switch {
+	case err != nil:
+		return t, err
 	case !engagement.ValidCounter(t.Counter):
 		return t, fmt.Errorf("invalid counter %q", t.Counter)
 	case !validWindow(t.Window):
@@ -473,39 +384,20 @@ func decodeTop(data []byte) (TopList, error) {
 func decodeItem(data []byte) (TopItem, error) {
 	var it TopItem
 	var count, errBound uint64
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return it, protowire.ParseError(n)
+	err := walk(data, itemFields, func(num protowire.Number, v uint64, raw []byte) error {
+		switch num {
+		case fItemContent:
+			it.ContentID = string(raw)
+		case fItemCount:
+			count = v
+		case fItemError:
+			errBound = v
 		}
-		data = data[n:]
-		switch {
-		case num == fItemContent && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return it, protowire.ParseError(n)
-			}
-			it.ContentID, data = string(v), data[n:]
-		case (num == fItemCount || num == fItemError) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return it, protowire.ParseError(n)
-			}
-			if num == fItemCount {
-				count = v
-			} else {
-				errBound = v
-			}
-			data = data[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, data)
-			if n < 0 {
-				return it, protowire.ParseError(n)
-			}
-			data = data[n:]
-		}
-	}
+		return nil
+	})
 	switch {
+	case err != nil:
+		return it, err
 	case !engagement.ValidID(it.ContentID):
 		return it, fmt.Errorf("invalid content id %q", it.ContentID)
 	case count < 1 || count > math.MaxInt64:
@@ -515,6 +407,90 @@ func decodeItem(data []byte) (TopItem, error) {
 	}
 	it.Count, it.Error = int64(count), int64(errBound)
 	return it, nil
+}
+
+// fields names the known fields of one message by their wire type: bit n
+// of varints (bytes) is set when field n is a varint (length-delimited).
+// Every field number of this schema is below 64.
+type fields struct{ varints, bytes uint64 }
+
+// The known fields of each message, as partial.proto declares them.
+var (
+	batchFields = fields{
+		varints: bits(fVersion, fEpoch, fSeq, fPartition, fFlushedAt, fMore),
+		bytes:   bits(fAgent, fRegion, fSums, fTops),
+	}
+	sumFields  = fields{varints: bits(fSumDelta), bytes: bits(fSumContent, fSumCounter, fSumRegion)}
+	topFields  = fields{varints: bits(fTopFloor), bytes: bits(fTopCounter, fTopWindow, fTopItems)}
+	itemFields = fields{varints: bits(fItemCount, fItemError), bytes: bits(fItemContent)}
+)
+
+func bits(nums ...protowire.Number) uint64 {
+	var m uint64
+	for _, n := range nums {
+		m |= 1 << n
+	}
+	return m
+}
+
+// wireType returns the wire type of known field num, and false for a
+// field that known does not name.
+func (known fields) wireType(num protowire.Number) (protowire.Type, bool) {
+	if num >= 64 {
+		return 0, false
+	}
+	switch bit := uint64(1) << num; {
+	case known.varints&bit != 0:
+		return protowire.VarintType, true
+	case known.bytes&bit != 0:
+		return protowire.BytesType, true
+	}
+	return 0, false
+}
+
+// walk calls fn for every known field of data, in order, with the value
+// of a varint or the bytes of a length-delimited field (raw aliases data).
+// It skips unknown fields, as protobuf readers do, so that fields can be
+// added, and rejects a known field with another wire type: skipping it
+// would read it as its zero value (an error bound of 0 claims an exact
+// count).
+func walk(data []byte, known fields, fn func(num protowire.Number, v uint64, raw []byte) error) error {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		data = data[n:]
+		want, ok := known.wireType(num)
+		if !ok {
+			n = protowire.ConsumeFieldValue(num, typ, data)
+			if n < 0 {
+				return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+			}
+			data = data[n:]
+			continue
+		}
+		if typ != want {
+			return fmt.Errorf("field %d has wire type %d, want %d", num, typ, want)
+		}
+		var (
+			v   uint64
+			raw []byte
+		)
+		if typ == protowire.VarintType {
+			v, n = protowire.ConsumeVarint(data)
+		} else {
+			raw, n = protowire.ConsumeBytes(data)
+		}
+		if n < 0 {
+			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+		}
+		data = data[n:]
+		if err := fn(num, v, raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // validWindow reports whether s can name a window: 1..MaxWindowLen bytes

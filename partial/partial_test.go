@@ -225,6 +225,12 @@ func TestDecodeRejects(t *testing.T) {
 			b.Tops = append(b.Tops, b.Tops[0])
 			return Append(nil, b)
 		}(), "listed twice"},
+		{"top item error of another wire type", errorBoundAsFixed64(), "field 3 has wire type 1, want 0"},
+		{"agent of another wire type", func() []byte {
+			d := Append(nil, sample())
+			d = protowire.AppendTag(d, fAgent, protowire.VarintType)
+			return protowire.AppendVarint(d, 7)
+		}(), "field 2 has wire type 0, want 2"},
 		{"top malformed", func() []byte {
 			d := Append(nil, sample())
 			d = protowire.AppendTag(d, fTops, protowire.BytesType)
@@ -240,6 +246,25 @@ func TestDecodeRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorBoundAsFixed64 returns sample() with a trending list whose one item
+// carries its error bound as a fixed64 instead of a varint. Skipped, the
+// bound would read as 0 and claim an exact count of 90.
+func errorBoundAsFixed64() []byte {
+	var item []byte
+	item = appendString(item, fItemContent, "video:1")
+	item = appendUint(item, fItemCount, 90)
+	item = protowire.AppendTag(item, fItemError, protowire.Fixed64Type)
+	item = protowire.AppendFixed64(item, 3)
+	var top []byte
+	top = appendString(top, fTopCounter, "like")
+	top = appendString(top, fTopWindow, "5m")
+	top = protowire.AppendTag(top, fTopItems, protowire.BytesType)
+	top = protowire.AppendBytes(top, item)
+	d := Append(nil, sample())
+	d = protowire.AppendTag(d, fTops, protowire.BytesType)
+	return protowire.AppendBytes(d, top)
 }
 
 // withTop returns withTops() encoded after f changed its first list.

@@ -11,8 +11,8 @@ import (
 type hotKey struct{ contentID, counter string }
 
 // hotRule gives the region's trending items more shards, with hysteresis
-// (see doc.go): enter the top N → Shards; out of the top 2N for CoolAfter →
-// 1. Its state belongs to the agent's hot loop goroutine.
+// (see docs/trending.md): enter the top N → Shards; out of the top 2N for
+// CoolAfter → 1. Its state belongs to the agent's hot loop goroutine.
 type hotRule struct {
 	a        *Agent
 	cfg      HotConfig
@@ -25,7 +25,8 @@ func newHotRule(a *Agent, cfg HotConfig, counters []string) *hotRule {
 	return &hotRule{a: a, cfg: cfg, counters: counters, hot: make(map[hotKey]time.Time)}
 }
 
-// run applies the rule every Interval until stop is closed.
+// run applies the rule every Interval until ctx ends: Agent.Stop cancels
+// it and waits for run to return before the final flush.
 func (h *hotRule) run(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()

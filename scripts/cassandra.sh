@@ -25,6 +25,9 @@
 #                                (benchmarks pin the load generator to the others)
 #   JAVA17                       java binary (default /usr/lib/jvm/java-17-openjdk-amd64/bin/java)
 set -euo pipefail
+# shellcheck source=service-lib.sh
+. "$(dirname "$0")/service-lib.sh"
+SERVICE=cassandra.sh
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 here="$repo/scripts/cassandra"
@@ -47,25 +50,14 @@ run="$cache/run"              # data, commit log, rendered configuration, log
 pidfile="$cache/cassandra.pid"
 log="$run/node.log"
 
-say() { printf 'cassandra.sh: %s\n' "$*"; }
-die() { printf 'cassandra.sh: %s\n' "$*" >&2; exit 1; }
-
 # answers reports whether something accepts TCP connections on the native port.
 answers() {
 	(exec 3<>"/dev/tcp/$listen/$native_port") 2>/dev/null
 }
 
 # node_pid prints the pid of the node this script started, if it still runs.
-node_pid() {
-	[[ -f "$pidfile" ]] || return 1
-	local pid
-	pid="$(cat "$pidfile")"
-	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
-	# The pid must still be our JVM, not a recycled pid.
-	grep -qa "CassandraDaemon" "/proc/$pid/cmdline" 2>/dev/null || return 1
-	grep -qa -- "$cache" "/proc/$pid/cmdline" 2>/dev/null || return 1
-	printf '%s\n' "$pid"
-}
+# The pid must still be our JVM, not a recycled pid.
+node_pid() { pid_from "$pidfile" CassandraDaemon "$cache"; }
 
 pom_version() {
 	sed -n 's:.*<cassandra.version>\(.*\)</cassandra.version>.*:\1:p' "$here/pom.xml"
@@ -212,18 +204,12 @@ cmd_stop() {
 		fi
 		return
 	fi
-	local start=$SECONDS
+	local start=$SECONDS killed
 	kill -TERM "$pid" 2>/dev/null || true
 	# Cassandra drains on SIGTERM; give it 60 s before SIGKILL.
-	while kill -0 "$pid" 2>/dev/null; do
-		if ((SECONDS - start >= 60)); then
-			say "node pid $pid ignored SIGTERM for 60s; sending SIGKILL"
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-		sleep 0.2
-	done
+	killed=$(wait_exit "$pid" 60)
 	rm -f "$pidfile"
-	say "stopped node pid $pid in $((SECONDS - start))s"
+	say "stopped node pid $pid$killed in $((SECONDS - start))s"
 }
 
 cmd_status() {
@@ -240,13 +226,4 @@ cmd_status() {
 	fi
 }
 
-case "${1:-}" in
-install) cmd_install ;;
-start) cmd_start ;;
-stop) cmd_stop ;;
-status) cmd_status ;;
-*)
-	echo "usage: $0 install|start|stop|status" >&2
-	exit 2
-	;;
-esac
+service_main "$@"

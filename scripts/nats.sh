@@ -54,13 +54,7 @@ PIDFILE=$DIR/nats-$PORT.pid
 LOGFILE=$DIR/nats-$PORT.log
 STORE=$DIR/jetstream-$PORT
 
-say() { echo "nats: $*"; }
-die() { echo "nats: $*" >&2; exit 1; }
-
-# after SECS: the now_ns value SECS seconds from now; past DEADLINE_NS: true
-# once that time has come.
-after() { echo $(( $(now_ns) + $1 * 1000000000 )); }
-past() { (( $(now_ns) >= $1 )); }
+SERVICE=nats
 
 # go_cmd: the go binary (PATH, else the usual /usr/local/go/bin/go).
 go_cmd() {
@@ -111,16 +105,7 @@ healthy() {
 
 # our_pid: prints the pid from our pid file if that process is a live
 # nats-server running this port's configuration; fails otherwise.
-our_pid() {
-	[[ -f $PIDFILE ]] || return 1
-	local pid cmdline
-	pid=$(<"$PIDFILE")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	alive "$pid" || return 1
-	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-	[[ $cmdline == *nats-server* && $cmdline == *"$CONF"* ]] || return 1
-	echo "$pid"
-}
+our_pid() { pid_from "$PIDFILE" nats-server "$CONF"; }
 
 cmd_install() {
 	local want have=""
@@ -217,16 +202,8 @@ cmd_start() {
 }
 
 cmd_stop() {
-	local pid
-	if ! pid=$(our_pid); then
-		rm -f "$PIDFILE"
-		if answers; then
-			say "the server on $HOST:$PORT was not started by this script; leaving it alone"
-		else
-			say "not running"
-		fi
-		return
-	fi
+	started_pid || return 0
+	local pid=$STARTED_PID
 	local t0
 	t0=$(now_ns)
 	# SIGTERM shuts the server down cleanly at once: clients are closed and
@@ -234,21 +211,10 @@ cmd_stop() {
 	# spreads client disconnects over lame_duck_duration, two minutes by
 	# default, which only helps a cluster.)
 	kill -TERM "$pid" 2>/dev/null || true
-	local deadline killed=""
-	deadline=$(after "$STOP_TIMEOUT")
-	while alive "$pid"; do
-		if [[ -z $killed ]] && past "$deadline"; then
-			say "pid $pid did not exit within ${STOP_TIMEOUT}s of SIGTERM; sending SIGKILL" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-			killed=1
-			deadline=$(after 10)
-		elif [[ -n $killed ]] && past "$deadline"; then
-			die "pid $pid survived SIGKILL"
-		fi
-		sleep 0.05
-	done
+	local killed
+	killed=$(wait_exit "$pid" "$STOP_TIMEOUT")
 	rm -f "$PIDFILE"
-	say "stopped pid $pid${killed:+ (killed)} in $(elapsed "$t0")s"
+	say "stopped pid $pid$killed in $(elapsed "$t0")s"
 }
 
 cmd_status() {
@@ -275,13 +241,4 @@ cmd_status() {
 	fi
 }
 
-case "${1:-}" in
-install) cmd_install ;;
-start) cmd_start ;;
-stop) cmd_stop ;;
-status) cmd_status ;;
-*)
-	echo "usage: $0 install|start|stop|status" >&2
-	exit 2
-	;;
-esac
+service_main "$@"

@@ -31,9 +31,7 @@ PIDFILE=$DIR/redis-$PORT.pid
 LOGFILE=$DIR/redis-$PORT.log
 START_TIMEOUT=${EDGECOUNT_REDIS_START_TIMEOUT:-30} # seconds
 
-say() { echo "redis: $*"; }
-die() { echo "redis: $*" >&2; exit 1; }
-
+SERVICE=redis
 
 # answers: true when something on HOST:PORT replies +PONG to PING. Uses bash's
 # /dev/tcp so that it works before redis-tools is installed.
@@ -49,15 +47,7 @@ answers() {
 
 # our_pid: prints the pid from our pid file if that process is a live
 # redis-server; fails otherwise.
-our_pid() {
-	[[ -f $PIDFILE ]] || return 1
-	local pid
-	pid=$(<"$PIDFILE")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	alive "$pid" || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q redis-server || return 1
-	echo "$pid"
-}
+our_pid() { pid_from "$PIDFILE" redis-server; }
 
 as_root() {
 	if [[ $(id -u) -eq 0 ]]; then
@@ -122,16 +112,8 @@ cmd_start() {
 }
 
 cmd_stop() {
-	local pid
-	if ! pid=$(our_pid); then
-		rm -f "$PIDFILE"
-		if answers; then
-			say "the server on $HOST:$PORT was not started by this script; leaving it alone"
-		else
-			say "not running"
-		fi
-		return
-	fi
+	started_pid || return 0
+	local pid=$STARTED_PID
 	local t0
 	t0=$(now_ns)
 	# SHUTDOWN acts at once; SIGTERM waits for the server's next cron tick
@@ -140,13 +122,10 @@ cmd_stop() {
 	if ! { command -v redis-cli >/dev/null && redis-cli -h "$HOST" -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1; }; then
 		kill -TERM "$pid" 2>/dev/null || true
 	fi
-	local deadline=$((SECONDS + 30))
-	while alive "$pid"; do
-		((SECONDS < deadline)) || die "pid $pid did not exit within 30s"
-		sleep 0.05
-	done
+	local killed
+	killed=$(wait_exit "$pid" 30)
 	rm -f "$PIDFILE"
-	say "stopped pid $pid in $(elapsed "$t0")s"
+	say "stopped pid $pid$killed in $(elapsed "$t0")s"
 }
 
 cmd_status() {
@@ -166,13 +145,4 @@ cmd_status() {
 	fi
 }
 
-case "${1:-}" in
-install) cmd_install ;;
-start) cmd_start ;;
-stop) cmd_stop ;;
-status) cmd_status ;;
-*)
-	echo "usage: $0 install|start|stop|status" >&2
-	exit 2
-	;;
-esac
+service_main "$@"

@@ -1,5 +1,8 @@
-// Package store is the contract every persistence implementation keeps, and
-// the errors callers act on (ErrUnavailable, ErrInvalid). The records it
+// Package store is the contract every persistence implementation keeps: the
+// errors callers act on (ErrUnavailable, ErrInvalid), the checks every
+// implementation makes before it touches its database (CheckCall,
+// CheckUserCall, CheckRow, CheckAction, CheckUpdate, CheckScan,
+// CheckStats) and how counts are tallied (AddTally). The records it
 // persists — per-user reactions (UserLikes), derived totals (ContentStats),
 // trending lists — are the vocabulary of package engagement.
 //
@@ -12,10 +15,14 @@
 //   - A reaction row changes only through a compare-and-set on its version
 //     and incarnation; a row re-created after an undo gets a fresh incarnation,
 //     so a writer holding the deleted row can never match the new one (ABA).
-//   - A by-content index of reactions is kept in step with the rows, so one
-//     item's reactions can be counted without scanning users.
+//   - A by-content index of reactions follows the rows, so one item's
+//     reactions can be counted without scanning users (in Cassandra it is
+//     written after the row and may lag it: ErrIndexBehind).
 //   - All Stats rows of one item (the global row and one per region) are read
 //     together in one lookup.
 //   - Stats rows are plain values written by one writer per partition; the
 //     store never adds, it stores what it is given.
+//   - A call that breaks the contract fails with ErrInvalid and writes nothing.
+//
+// The package holds no state; its functions are safe for concurrent use.
 package store

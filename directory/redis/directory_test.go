@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -142,10 +143,10 @@ func TestChangeReachesOtherAgents(t *testing.T) {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		// The other agent, as the issue demands, within one second.
-		waitFor(t, time.Second, st.name, func() bool { return st.toLog.has(st.want) })
+		testenv.Eventually(t, time.Second, st.name, testenv.Until(func() bool { return st.toLog.has(st.want) }))
 		t.Logf("%s: seen after %v", st.name, time.Since(start))
 		// The setter re-reads its own change like everybody else.
-		waitFor(t, time.Second, st.name+" (setter)", func() bool { return st.fromLog.has(st.want) })
+		testenv.Eventually(t, time.Second, st.name+" (setter)", testenv.Until(func() bool { return st.fromLog.has(st.want) }))
 		for _, d := range []*Directory{a, b} {
 			if got := d.Shards(st.want.contentID, st.want.counter); got != st.want.shards {
 				t.Fatalf("%s: Shards(%s, %s) = %d, want %d", st.name, st.want.contentID, st.want.counter, got, st.want.shards)
@@ -179,13 +180,13 @@ func TestRedisDown(t *testing.T) {
 	d, changes := open(t, cfg)
 	waitReady(t, d)
 	d.Shards("v1", "view")
-	waitFor(t, 5*time.Second, "v1/view to be fetched", func() bool { return changes.has(change{"v1", "view", 6}) })
+	testenv.Eventually(t, 5*time.Second, "v1/view to be fetched", testenv.Until(func() bool { return changes.has(change{"v1", "view", 6}) }))
 
 	// Changes the directory does not hear about: no message is published.
 	seed(t, addr, reg, "v1", "view", 9)
 	seed(t, addr, reg, "v2", "like", 5)
 	srv.shutdown()
-	waitFor(t, 10*time.Second, "the directory to notice Redis is down", func() bool { return !d.Healthy() })
+	testenv.Eventually(t, 10*time.Second, "the directory to notice Redis is down", testenv.Until(func() bool { return !d.Healthy() }))
 	if d.Stats().Up {
 		t.Errorf("Stats().Up = true while Redis is down")
 	}
@@ -200,15 +201,15 @@ func TestRedisDown(t *testing.T) {
 	if got, want := d.Shards("v2", "like"), 2; got != want {
 		t.Errorf("Shards of an uncached counter while down = %d, want the default %d", got, want)
 	}
-	waitFor(t, 10*time.Second, "the miss's fetch to fail", func() bool { return d.Stats().FetchErrors >= 1 })
+	testenv.Eventually(t, 10*time.Second, "the miss's fetch to fail", fetchErrors(d))
 	if got, want := d.Shards("v2", "like"), 2; got != want {
 		t.Errorf("Shards after the failed fetch = %d, want the default %d", got, want)
 	}
 
 	srv.start()
-	waitFor(t, 10*time.Second, "the directory to resubscribe", d.Healthy)
+	testenv.Eventually(t, 10*time.Second, "the directory to resubscribe", testenv.Until(d.Healthy))
 	for _, c := range []change{{"v1", "view", 9}, {"v2", "like", 5}} {
-		waitFor(t, 10*time.Second, fmt.Sprintf("the resync to report %v", c), func() bool { return changes.has(c) })
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the resync to report %v", c), testenv.Until(func() bool { return changes.has(c) }))
 		if got := d.Shards(c.contentID, c.counter); got != c.shards {
 			t.Errorf("Shards(%s, %s) after the resync = %d, want %d", c.contentID, c.counter, got, c.shards)
 		}
@@ -232,7 +233,7 @@ func TestUnreachable(t *testing.T) {
 	if got, want := d.Shards("v1", "view"), 3; got != want {
 		t.Fatalf("Shards = %d, want the default %d", got, want)
 	}
-	waitFor(t, 10*time.Second, "a failed fetch", func() bool { return d.Stats().FetchErrors >= 1 })
+	testenv.Eventually(t, 10*time.Second, "a failed fetch", fetchErrors(d))
 	if d.Healthy() {
 		t.Errorf("Healthy() = true with nothing listening")
 	}
@@ -378,7 +379,10 @@ func TestConcurrent(t *testing.T) {
 	for _, d := range []*Directory{a, b} {
 		for i := range items {
 			id := fmt.Sprintf("v%d", i)
-			waitFor(t, 5*time.Second, id+" to converge", func() bool { return d.Shards(id, "view") == 5+i })
+			testenv.Eventually(t, 5*time.Second, fmt.Sprintf("%s at %d shards", id, 5+i), func() (string, bool) {
+				got := d.Shards(id, "view")
+				return fmt.Sprintf("%d shards", got), got == 5+i
+			})
 		}
 	}
 }
@@ -439,7 +443,7 @@ func TestSetShards(t *testing.T) {
 		if err := a.SetShards(ctx, "v1", "like", st.shards); err != nil {
 			t.Fatalf("%s: SetShards(%d): %v", st.name, st.shards, err)
 		}
-		waitFor(t, time.Second, st.name, func() bool { return bChanges.has(change{"v1", "like", st.want}) && b.Shards("v1", "like") == st.want })
+		testenv.Eventually(t, time.Second, st.name, testenv.Until(func() bool { return bChanges.has(change{"v1", "like", st.want}) && b.Shards("v1", "like") == st.want }))
 	}
 	raw := rawClient(addr)
 	t.Cleanup(func() { raw.Close() })

@@ -19,6 +19,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -29,30 +31,12 @@ func TestMain(m *testing.M) {
 
 // redisAddr returns the address of the shared test Redis (EDGECOUNT_REDIS,
 // default 127.0.0.1:6379). When it does not answer the test fails under CI
-// and is skipped otherwise.
+// and is skipped otherwise (testenv.NeedService).
 func redisAddr(t testing.TB) string {
 	t.Helper()
-	addr := os.Getenv("EDGECOUNT_REDIS")
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	c := rawClient(addr)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		unavailable(t, fmt.Sprintf("Redis not reachable at %s (%v); start it with ./scripts/redis.sh start (or point EDGECOUNT_REDIS at one)", addr, err))
-	}
+	addr := testenv.Addr("EDGECOUNT_REDIS", DefaultAddr)
+	testenv.NeedService(t, "Redis", addr, "./scripts/redis.sh start (or point EDGECOUNT_REDIS at one)")
 	return addr
-}
-
-// unavailable fails the test under CI (CI=true) and skips it otherwise.
-func unavailable(t testing.TB, msg string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }
 
 func rawClient(addr string) *goredis.Client {
@@ -122,32 +106,27 @@ func open(t testing.TB, cfg Config, hooks ...goredis.Hook) (*Directory, *changeL
 // that no background command interleaves with what a test counts.
 func waitReady(t testing.TB, d *Directory) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the directory to subscribe and resync", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the directory to subscribe and resync", testenv.Until(func() bool {
 		return d.Healthy() && d.Stats().Resyncs >= 1
-	})
+	}))
 }
 
 // waitIdle waits until no miss is queued or being fetched.
 func waitIdle(t testing.TB, d *Directory) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the fetch queue to drain", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the fetch queue to drain", testenv.Until(func() bool {
 		d.pmu.Lock()
 		defer d.pmu.Unlock()
 		return len(d.pending) == 0
-	})
+	}))
 }
 
-// waitFor polls cond every few milliseconds until it holds, failing the
-// test after timeout. The timeout is a bound against hanging, not a
-// measurement.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
+// fetchErrors is a condition for testenv.Eventually: d has counted a
+// failed fetch.
+func fetchErrors(d *Directory) func() (string, bool) {
+	return func() (string, bool) {
+		n := d.Stats().FetchErrors
+		return fmt.Sprintf("%d failed fetches", n), n >= 1
 	}
 }
 
@@ -290,7 +269,7 @@ func startServer(t testing.TB) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		unavailable(t, "redis-server not on PATH; install it with ./scripts/redis.sh install")
+		testenv.Unavailable(t, "redis-server not on PATH; install it with ./scripts/redis.sh install")
 	}
 	s := &server{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
 	s.start()
@@ -317,9 +296,9 @@ func (s *server) start() {
 	}
 	c := rawClient(s.addr())
 	defer c.Close()
-	waitFor(s.t, 10*time.Second, "redis-server on "+s.addr()+" to answer", func() bool {
+	testenv.Eventually(s.t, 10*time.Second, "redis-server on "+s.addr()+" to answer", testenv.Until(func() bool {
 		return c.Ping(context.Background()).Err() == nil
-	})
+	}))
 }
 
 // shutdown stops the server with SHUTDOWN SAVE, so that the next start

@@ -102,7 +102,7 @@ func newStatements(ks string) statements {
 			` VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
 		updateReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, updated_at = ?` +
 			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
-		// An undo marks the row instead of deleting it (see doc.go): the
+		// An undo marks the row instead of deleting it (see docs/fence.md): the
 		// marker's incarnation is a token of the undo's own.
 		delReact: `UPDATE ` + ks + `.user_likes SET action = ?, version = ?, incarnation = ?, updated_at = ?` +
 			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,

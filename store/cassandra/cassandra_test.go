@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/storetest"
 )
@@ -26,10 +26,7 @@ const addrEnv = "EDGECOUNT_CASSANDRA"
 // or skips the test (fails it under CI=true) when no node answers.
 func nodeConfig(tb testing.TB, ks string) Config {
 	tb.Helper()
-	addr := os.Getenv(addrEnv)
-	if addr == "" {
-		addr = "127.0.0.1:9042"
-	}
+	addr := testenv.Addr(addrEnv, "127.0.0.1:9042")
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		tb.Fatalf("%s=%q is not host:port: %v", addrEnv, addr, err)
@@ -38,15 +35,7 @@ func nodeConfig(tb testing.TB, ks string) Config {
 	if err != nil {
 		tb.Fatalf("%s=%q has a bad port: %v", addrEnv, addr, err)
 	}
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		msg := fmt.Sprintf("Cassandra not reachable at %s (%v); start it with ./scripts/cassandra.sh install && ./scripts/cassandra.sh start", addr, err)
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
-	conn.Close()
+	testenv.NeedService(tb, "Cassandra", addr, "./scripts/cassandra.sh install && ./scripts/cassandra.sh start")
 	cfg := DefaultConfig()
 	cfg.Hosts, cfg.Port, cfg.Keyspace = []string{host}, port, ks
 	return cfg

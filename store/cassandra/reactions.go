@@ -1,7 +1,6 @@
 package cassandra
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,11 +30,8 @@ const markerAction = "none"
 // GetReaction returns the row of (userID, contentID) and whether it exists.
 func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	const op = "get reaction"
-	if err := ctx.Err(); err != nil {
-		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(userID) || !validKeyPart(contentID) {
-		return engagement.Reaction{}, false, invalidCall(op, "user %q, content %q", userID, contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, userID, contentID); err != nil {
+		return engagement.Reaction{}, false, err
 	}
 	r, found, err := s.readReaction(ctx, s.cons, userID, contentID)
 	if err != nil {
@@ -93,16 +89,8 @@ func (raw *rawReaction) decode(r *engagement.Reaction) error {
 // ids. The map is never nil.
 func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(userID) {
-		return nil, invalidCall(op, "user %q", userID)
-	}
-	for _, c := range contentIDs {
-		if !validKeyPart(c) {
-			return nil, invalidCall(op, "content %q", c)
-		}
+	if err := store.CheckUserCall(ctx, op, validKeyPart, userID, contentIDs); err != nil {
+		return nil, err
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
 	out := make(map[string]engagement.Reaction, len(ids))
@@ -129,12 +117,9 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 }
 
 // checkRow validates a row about to be stored.
-func checkRow(op string, r *engagement.Reaction) error {
-	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
-		return invalidCall(op, "user %q, content %q", r.UserID, r.ContentID)
-	}
-	if err := store.CheckAction(r); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
+func checkRow(ctx context.Context, op string, r *engagement.Reaction) error {
+	if err := store.CheckRow(ctx, op, validKeyPart, r); err != nil {
+		return err
 	}
 	if !utf8.ValidString(r.Region) {
 		return invalidCall(op, "region %q is not UTF-8", r.Region)
@@ -148,14 +133,11 @@ func checkRow(op string, r *engagement.Reaction) error {
 //
 // A key that never held a row is written with INSERT … IF NOT EXISTS; the
 // marker of an undone reaction is taken over with an UPDATE conditioned on
-// that marker's version and incarnation (see doc.go), retried a few times
+// that marker's version and incarnation (see docs/fence.md), retried a few times
 // if competitors keep replacing the marker.
 func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	const op = "insert reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := checkRow(op, &r); err != nil {
+	if err := checkRow(ctx, op, &r); err != nil {
 		return false, err
 	}
 	decide := func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, cur, found) }
@@ -172,16 +154,7 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 			r.UserID, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation))
 	}
-	if err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !res.applied {
-		return false, nil
-	}
-	if err := s.putIndex(ctx, &r); err != nil {
-		return true, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return true, nil
+	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &r) })
 }
 
 // UpdateReaction replaces the row of (prev.UserID, prev.ContentID) with next
@@ -190,10 +163,7 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 // version prev.Version+1.
 func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
 	const op = "update reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := checkRow(op, &next); err != nil {
+	if err := checkRow(ctx, op, &next); err != nil {
 		return false, err
 	}
 	if err := store.CheckUpdate(&prev, &next); err != nil {
@@ -203,43 +173,40 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reacti
 		return decideUpdate(prev, next, cur, found)
 	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
 		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
-	if err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !res.applied {
-		return false, nil
-	}
-	if err := s.putIndex(ctx, &next); err != nil {
-		return true, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return true, nil
+	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &next) })
 }
 
 // DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
 // still has prev.Version and prev.Incarnation, and reports whether it did.
-// It replaces the row with a marker (see doc.go) whose incarnation is a
+// It replaces the row with a marker (see docs/fence.md) whose incarnation is a
 // random token of this call, so a lost answer is settled by looking for it.
 func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
 	const op = "delete reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(prev.UserID) || !validKeyPart(prev.ContentID) {
-		return false, invalidCall(op, "user %q, content %q", prev.UserID, prev.ContentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, prev.UserID, prev.ContentID); err != nil {
+		return false, err
 	}
 	token := markerToken(prev.Incarnation)
 	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur engagement.Reaction, found bool) outcome {
 		return decideDelete(prev, token, cur, found)
 	}, s.q.delReact, markerAction, prev.Version+1, int64(token), micros(time.Now()),
 		prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
+	return indexApplied(op, res, err, func() error {
+		s.counters.Deletes.Add(1)
+		return s.delIndex(ctx, &prev)
+	})
+}
+
+// indexApplied finishes a write whose transaction ended with res and err:
+// when it applied, index brings the by-content table up to date. An index
+// failure is reported with applied true: the row changed.
+func indexApplied(op string, res casResult, err error, index func() error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	if !res.applied {
 		return false, nil
 	}
-	s.counters.Deletes.Add(1)
-	if err := s.delIndex(ctx, &prev); err != nil {
+	if err := index(); err != nil {
 		return true, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	return true, nil
@@ -557,11 +524,8 @@ func (s *Store) delIndex(ctx context.Context, prev *engagement.Reaction) error {
 // that user_likes holds, if any.
 func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
 	const op = "count reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(contentID) {
-		return nil, invalidCall(op, "content %q", contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
+		return nil, err
 	}
 	type entry struct {
 		user, action, region string
@@ -576,18 +540,7 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 		if !ok || a == engagement.ActionNone {
 			return fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, action)
 		}
-		// An item has reactions from a handful of regions: a linear search
-		// beats a map.
-		i := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == region })
-		if i < 0 {
-			out = append(out, engagement.RegionTally{Region: region})
-			i = len(out) - 1
-		}
-		if a == engagement.ActionLike {
-			out[i].Likes++
-		} else {
-			out[i].Dislikes++
-		}
+		out = store.AddTally(out, region, a)
 		return nil
 	}
 	flush := func() error {
@@ -626,6 +579,6 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 	if err := flush(); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	store.SortTallies(out)
 	return out, nil
 }

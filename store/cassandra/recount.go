@@ -1,20 +1,19 @@
 package cassandra
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // MaxScanLimit bounds the rows one ScanStats call returns.
-const MaxScanLimit = 10_000
+const MaxScanLimit = store.MaxScanLimit
 
 // recountChunk is how many users' rows RecountReactions reads before it
 // tallies them (at most fanOut at a time).
@@ -44,11 +43,8 @@ const cursorVersion = 1
 // 1..MaxScanLimit, gives ErrInvalid.
 func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]engagement.Stats, string, error) {
 	const op = "scan stats"
-	if err := ctx.Err(); err != nil {
-		return nil, "", fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if limit < 1 || limit > MaxScanLimit {
-		return nil, "", invalidCall(op, "limit %d is not in 1..%d", limit, MaxScanLimit)
+	if err := store.CheckScan(ctx, op, limit); err != nil {
+		return nil, "", err
 	}
 	from := scanPos{token: math.MinInt64}
 	if cursor != "" {
@@ -163,11 +159,8 @@ func decodeCursor(c string) (scanPos, bool) {
 // raises totals to such a count, and lowers them only when told to).
 func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error) {
 	const op = "recount reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(contentID) {
-		return nil, false, invalidCall(op, "content %q", contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
+		return nil, false, err
 	}
 	var (
 		out   []engagement.RegionTally
@@ -193,16 +186,7 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 			if !found[i] || r.Action == engagement.ActionNone {
 				continue
 			}
-			j := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == r.Region })
-			if j < 0 {
-				out = append(out, engagement.RegionTally{Region: r.Region})
-				j = len(out) - 1
-			}
-			if r.Action == engagement.ActionLike {
-				out[j].Likes++
-			} else {
-				out[j].Dislikes++
-			}
+			out = store.AddTally(out, r.Region, r.Action)
 		}
 		users = users[:0]
 		return nil
@@ -233,6 +217,6 @@ func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies
 	if err := tally(); err != nil {
 		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	store.SortTallies(out)
 	return out, false, nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // fanOut bounds the single-partition requests one call has in flight.
@@ -42,13 +43,8 @@ func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string]
 
 func (s *Store) readStats(ctx context.Context, contentIDs []string, mode statsRead) (map[string][]engagement.Stats, error) {
 	const op = "read stats"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	for _, id := range contentIDs {
-		if !validKeyPart(id) {
-			return nil, invalidCall(op, "content %q", id)
-		}
+	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+		return nil, err
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(contentIDs)))
 	out := make(map[string][]engagement.Stats, len(ids))
@@ -149,22 +145,8 @@ func (raw *rawStats) decode(row *engagement.Stats) {
 // before: safe to retry, and the later of two calls wins.
 func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	const op = "write stats"
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	for i := range rows {
-		r := &rows[i]
-		if !validKeyPart(r.ContentID) || !validKeyPart(r.Scope) {
-			return invalidCall(op, "row %d: content %q, scope %q", i, r.ContentID, r.Scope)
-		}
-		for name := range r.Counters {
-			if !validKeyPart(name) {
-				return invalidCall(op, "row %d: counter %q", i, name)
-			}
-		}
+	if err := store.CheckStats(ctx, op, validKeyPart, rows, true); err != nil || len(rows) == 0 {
+		return err
 	}
 	groups := groupByItem(rows)
 	ts := s.writeTimestamp()

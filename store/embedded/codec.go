@@ -237,14 +237,10 @@ func (d *decoder) action() engagement.Action {
 	return a
 }
 
+// varint reads a zig-zag encoded varint, as binary.AppendVarint writes it.
 func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.buf)
-	if n <= 0 {
-		d.fail(errShort)
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (d *decoder) uvarint() uint64 {

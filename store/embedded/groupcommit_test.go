@@ -8,20 +8,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-)
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline (a hang guard, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+	"github.com/edgecount/edgecount/internal/testenv"
+)
 
 // TestCommitterGroups holds one commit open while other writers queue, then
 // checks that the queued writers share one transaction, that a failing and a
@@ -71,10 +60,10 @@ func TestCommitterGroups(t *testing.T) {
 			})
 		})
 	}
-	waitFor(t, "writers to queue", func() bool {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d writers queued", writers), func() (string, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.queue) == writers
+		return fmt.Sprintf("%d queued", len(c.queue)), len(c.queue) == writers
 	})
 	close(release)
 	wg.Wait()

@@ -2,10 +2,8 @@ package embedded
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -16,11 +14,8 @@ import (
 // GetReaction returns the row of (userID, contentID) and whether it exists.
 func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	const op = "get reaction"
-	if err := ctx.Err(); err != nil {
-		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(userID) || !validKeyPart(contentID) {
-		return engagement.Reaction{}, false, invalid(op, "user %q, content %q", userID, contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, userID, contentID); err != nil {
+		return engagement.Reaction{}, false, err
 	}
 	r := engagement.Reaction{UserID: userID, ContentID: contentID}
 	var found bool
@@ -42,16 +37,8 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (enga
 // content id, read in one transaction. The map is never nil.
 func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []string) (map[string]engagement.Reaction, error) {
 	const op = "get reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(userID) {
-		return nil, invalid(op, "user %q", userID)
-	}
-	for _, c := range contentIDs {
-		if !validKeyPart(c) {
-			return nil, invalid(op, "content %q", c)
-		}
+	if err := store.CheckUserCall(ctx, op, validKeyPart, userID, contentIDs); err != nil {
+		return nil, err
 	}
 	out := make(map[string]engagement.Reaction, len(contentIDs))
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -78,49 +65,14 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 	return out, nil
 }
 
-// checkRow validates a row about to be stored.
-func checkRow(op string, r *engagement.Reaction) error {
-	if !validKeyPart(r.UserID) || !validKeyPart(r.ContentID) {
-		return invalid(op, "user %q, content %q", r.UserID, r.ContentID)
-	}
-	if err := store.CheckAction(r); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return nil
-}
-
 // InsertReaction stores r if no row exists for (r.UserID, r.ContentID) and
 // reports whether it did. r.Version should be 1 and r.Incarnation fresh.
 func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
 	const op = "insert reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := checkRow(op, &r); err != nil {
+	if err := store.CheckRow(ctx, op, validKeyPart, &r); err != nil {
 		return false, err
 	}
-	k, v := key(r.UserID, r.ContentID), encodeReaction(&r)
-	ik, iv := key(r.ContentID, r.UserID), encodeIndex(&r)
-	var applied bool
-	err := s.write(func(tx *bolt.Tx) error {
-		applied = false
-		b := tx.Bucket(bucketLikes)
-		if b.Get(k) != nil {
-			return nil
-		}
-		if err := b.Put(k, v); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketByContent).Put(ik, iv); err != nil {
-			return err
-		}
-		applied = true
-		return nil
-	})
-	if err != nil {
-		return false, wrap(op, err)
-	}
-	return applied, nil
+	return s.changeRow(op, &r, func(cur []byte) (bool, error) { return cur == nil, nil }, false)
 }
 
 // UpdateReaction replaces the row of (prev.UserID, prev.ContentID) with next
@@ -129,75 +81,61 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 // version prev.Version+1.
 func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
 	const op = "update reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := checkRow(op, &next); err != nil {
+	if err := store.CheckRow(ctx, op, validKeyPart, &next); err != nil {
 		return false, err
 	}
 	if err := store.CheckUpdate(&prev, &next); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	k, v := key(next.UserID, next.ContentID), encodeReaction(&next)
-	ik, iv := key(next.ContentID, next.UserID), encodeIndex(&next)
-	var applied bool
-	err := s.write(func(tx *bolt.Tx) error {
-		applied = false
-		b := tx.Bucket(bucketLikes)
-		ok, err := matches(b.Get(k), &prev)
-		if err != nil || !ok {
-			return err
-		}
-		if err := b.Put(k, v); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketByContent).Put(ik, iv); err != nil {
-			return err
-		}
-		applied = true
-		return nil
-	})
-	if err != nil {
-		return false, wrap(op, err)
-	}
-	return applied, nil
+	return s.changeRow(op, &next, func(cur []byte) (bool, error) { return matches(cur, &prev) }, false)
 }
 
 // DeleteReaction removes the row of (prev.UserID, prev.ContentID) if it
 // still has prev.Version and prev.Incarnation, and reports whether it did.
 func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
 	const op = "delete reaction"
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("cannot %s: %w", op, err)
+	if err := store.CheckCall(ctx, op, validKeyPart, prev.UserID, prev.ContentID); err != nil {
+		return false, err
 	}
-	if !validKeyPart(prev.UserID) || !validKeyPart(prev.ContentID) {
-		return false, invalid(op, "user %q, content %q", prev.UserID, prev.ContentID)
-	}
-	k, ik := key(prev.UserID, prev.ContentID), key(prev.ContentID, prev.UserID)
-	var applied bool
-	err := s.write(func(tx *bolt.Tx) error {
-		applied = false
-		b := tx.Bucket(bucketLikes)
-		ok, err := matches(b.Get(k), &prev)
-		if err != nil || !ok {
-			return err
-		}
-		if err := b.Delete(k); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketByContent).Delete(ik); err != nil {
-			return err
-		}
-		applied = true
-		return nil
-	})
-	if err != nil {
-		return false, wrap(op, err)
-	}
+	applied, err := s.changeRow(op, &prev, func(cur []byte) (bool, error) { return matches(cur, &prev) }, true)
 	if applied {
 		// Counted after the commit: the write function may run more than
 		// once.
 		s.counters.Deletes.Add(1)
+	}
+	return applied, err
+}
+
+// changeRow writes r's row and its by-content index entry (or, with del,
+// deletes both) in one group-committed transaction, if cond accepts the
+// stored value of the row (nil when there is none), and reports whether it
+// did.
+func (s *Store) changeRow(op string, r *engagement.Reaction, cond func(cur []byte) (bool, error), del bool) (bool, error) {
+	k, ik := key(r.UserID, r.ContentID), key(r.ContentID, r.UserID)
+	var v, iv []byte
+	if !del {
+		v, iv = encodeReaction(r), encodeIndex(r)
+	}
+	var applied bool
+	err := s.write(func(tx *bolt.Tx) error {
+		applied = false
+		b, index := tx.Bucket(bucketLikes), tx.Bucket(bucketByContent)
+		ok, err := cond(b.Get(k))
+		if err != nil || !ok {
+			return err
+		}
+		if del {
+			if err = b.Delete(k); err == nil {
+				err = index.Delete(ik)
+			}
+		} else if err = b.Put(k, v); err == nil {
+			err = index.Put(ik, iv)
+		}
+		applied = err == nil
+		return err
+	})
+	if err != nil {
+		return false, wrap(op, err)
 	}
 	return applied, nil
 }
@@ -220,11 +158,8 @@ func matches(v []byte, prev *engagement.Reaction) (bool, error) {
 // without reactions has none.
 func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
 	const op = "count reactions"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if !validKeyPart(contentID) {
-		return nil, invalid(op, "content %q", contentID)
+	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
+		return nil, err
 	}
 	var out []engagement.RegionTally
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -236,24 +171,13 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 			if err != nil {
 				return err
 			}
-			// An item has reactions from a handful of regions: a linear
-			// search beats a map.
-			i := slices.IndexFunc(out, func(t engagement.RegionTally) bool { return t.Region == string(region) })
-			if i < 0 {
-				out = append(out, engagement.RegionTally{Region: string(region)})
-				i = len(out) - 1
-			}
-			if a == engagement.ActionLike {
-				out[i].Likes++
-			} else {
-				out[i].Dislikes++
-			}
+			out = store.AddTally(out, region, a)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	slices.SortFunc(out, func(a, b engagement.RegionTally) int { return cmp.Compare(a.Region, b.Region) })
+	store.SortTallies(out)
 	return out, nil
 }

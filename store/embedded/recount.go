@@ -8,10 +8,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // MaxScanLimit bounds the rows one ScanStats call returns.
-const MaxScanLimit = 10_000
+const MaxScanLimit = store.MaxScanLimit
 
 // ScanStats returns up to limit ContentStats rows that follow cursor in key
 // order (content id, then scope), read in one transaction, and the cursor
@@ -26,11 +27,8 @@ const MaxScanLimit = 10_000
 // 1..MaxScanLimit, gives ErrInvalid.
 func (s *Store) ScanStats(ctx context.Context, cursor string, limit int) ([]engagement.Stats, string, error) {
 	const op = "scan stats"
-	if err := ctx.Err(); err != nil {
-		return nil, "", fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if limit < 1 || limit > MaxScanLimit {
-		return nil, "", invalid(op, "limit %d is not in 1..%d", limit, MaxScanLimit)
+	if err := store.CheckScan(ctx, op, limit); err != nil {
+		return nil, "", err
 	}
 	if cursor != "" {
 		if _, _, ok := splitStatsKey([]byte(cursor)); !ok {

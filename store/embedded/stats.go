@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // ReadStats returns every Stats row (global and regional) of each of
@@ -16,13 +17,8 @@ import (
 // scope. Ids without rows are absent. The map is never nil.
 func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	const op = "read stats"
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, err)
-	}
-	for _, id := range contentIDs {
-		if !validKeyPart(id) {
-			return nil, invalid(op, "content %q", id)
-		}
+	if err := store.CheckCall(ctx, op, validKeyPart, contentIDs...); err != nil {
+		return nil, err
 	}
 	out := make(map[string][]engagement.Stats, len(contentIDs))
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -57,20 +53,13 @@ func (s *Store) ReadStats(ctx context.Context, contentIDs []string) (map[string]
 // Scope), all in one transaction: either every row is written or none is.
 func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	const op = "write stats"
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if len(rows) == 0 {
-		return nil
+	if err := store.CheckStats(ctx, op, validKeyPart, rows, false); err != nil || len(rows) == 0 {
+		return err
 	}
 	keys := make([][]byte, len(rows))
 	vals := make([][]byte, len(rows))
 	for i := range rows {
-		r := &rows[i]
-		if !validKeyPart(r.ContentID) || !validKeyPart(r.Scope) {
-			return invalid(op, "row %d: content %q, scope %q", i, r.ContentID, r.Scope)
-		}
-		keys[i], vals[i] = key(r.ContentID, r.Scope), encodeStats(r)
+		keys[i], vals[i] = key(rows[i].ContentID, rows[i].Scope), encodeStats(&rows[i])
 	}
 	err := s.write(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketStats)

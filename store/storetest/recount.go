@@ -34,22 +34,13 @@ type RecountStore interface {
 // made by open. Like Run, its subtests run in parallel with unique ids and
 // work on a shared database.
 func RunRecount(t *testing.T, open func(t *testing.T) RecountStore) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s RecountStore)
-	}{
+	runParallel(t, open, []suiteTest[RecountStore]{
 		{"Scan/EveryRowOnce", testScanEveryRowOnce},
 		{"Scan/StartsOver", testScanStartsOver},
 		{"Scan/Misuse", testScanMisuse},
 		{"Recount/FollowsChanges", testRecountFollows},
 		{"Recount/Misuse", testRecountMisuse},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, open(t))
-		})
-	}
+	})
 }
 
 // maxScanCalls bounds a scan in the tests, so a cursor that never ends

@@ -1,0 +1,79 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// DialTimeout bounds the connection attempt of NeedService.
+const DialTimeout = 2 * time.Second
+
+// InCI reports whether the tests run under CI (CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Addr returns the value of the environment variable env, or def when it
+// is unset or empty.
+func Addr(env, def string) string {
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return def
+}
+
+// NeedService makes sure that the service name (e.g. "Redis") accepts TCP
+// connections at addr. When it does not, it fails t under CI and skips it
+// otherwise; both messages name startCommand, the command that starts the
+// service.
+func NeedService(t testing.TB, name, addr, startCommand string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, DialTimeout)
+	if err == nil {
+		c.Close()
+		return
+	}
+	Unavailable(t, fmt.Sprintf("%s not reachable at %s (%v); start it with %s", name, addr, err, startCommand))
+}
+
+// Unavailable fails t with msg under CI and skips it with msg otherwise:
+// the rule for a test whose environment lacks something it needs (a
+// service, a binary). msg should say how to provide it.
+func Unavailable(t testing.TB, msg string) {
+	t.Helper()
+	if InCI() {
+		t.Fatal(msg + " (fails under CI=true)")
+	}
+	t.Skip(msg)
+}
+
+// Eventually calls cond until it reports done, and fails t when it has not
+// after timeout, with the state cond last saw before the state wanted:
+//
+//	after 10s: got 2 rows; want 3 rows stored
+//
+// got describes what cond sees now; what describes the state waited for.
+// The first poll comes at once, and the interval between polls grows from
+// a millisecond to 10 ms, so a fast condition is seen fast and a slow one
+// costs little.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (got string, done bool)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		got, done := cond()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: got %s; want %s", timeout, got, what)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// Until adapts a condition that has nothing to say about what it sees to
+// Eventually: its failure reads "got not yet; want <what>".
+func Until(cond func() bool) func() (string, bool) {
+	return func() (string, bool) { return "not yet", cond() }
+}
