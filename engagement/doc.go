@@ -3,8 +3,9 @@
 // around (Reaction, Stats, Trending) and the rules ids, counters and regions
 // obey.
 //
-// It holds types, constants and pure validation only: no I/O, no state, safe
-// for concurrent use. Importing it says nothing about storage; only the
+// It holds types, constants, pure validation and the order of a trending
+// list (RankTrending: count descending, then id) only: no I/O, no state,
+// safe for concurrent use. Importing it says nothing about storage; only the
 // store contract (package store) and its implementations persist these
 // records.
 package engagement

@@ -13,7 +13,10 @@
 //   - entries[:n] are the tracked items; each is in the index exactly once
 //     and owns the arena record at its offset; heap[:n] is a min-heap of
 //     them by count. Every cell of an untracked item is at least its true
-//     count. Counts, error bounds and cells saturate at 2^63-1.
+//     count. Counts, error bounds and cells saturate at 2^63-1 (SatAdd).
+//   - Window buckets are numbered floor(t/Width) from the epoch, also before
+//     it (FloorDiv); the agent's and the rollup's trending minutes use the
+//     same numbering.
 //   - Memory is allocated when a summary is built and never grows; Add
 //     allocates nothing. Merge is commutative, byte for byte.
 //

@@ -267,7 +267,7 @@ func (r *reporter) report(md *bytes.Buffer) error {
 	hdr := headerBytes()
 	heapBytes := candidateBytes(cmHeapSize, 16)
 	r.printf("## What is measured\n\n")
-	r.printf("- **topk**: `topk.SummaryForBytes(n)`: Space-Saving with a conservative-update Count-Min filter of bound cells in front (%d rows), half of the memory each (see `topk/doc.go`). ", topk.DefaultRows)
+	r.printf("- **topk**: `topk.SummaryForBytes(n)`: Space-Saving with a conservative-update Count-Min filter of bound cells in front (%d rows), half of the memory each (see `docs/topk.md`). ", topk.DefaultRows)
 	r.printf("Memory is the summary's single allocation: entries, heap, index, the ids themselves (16-byte ids here, each with a 4-byte header) and the cells; `Bytes()` adds a %d-byte header, included in the *bytes* column.\n", hdr)
 	r.printf("- **space-saving**: the same code with one cell (plain Space-Saving, Metwally et al. 2005), as many items as fit in the same bytes.\n")
 	r.printf("- **cm+heap**: the baseline: a plain Count-Min sketch (%d rows of 32-bit counters, every row incremented) and a min-heap of the %d items with the largest estimates, indexed by a Go map; the heap, its map and its id strings take %s bytes (measured with `runtime.MemStats`) and the counters get the rest of the same bytes. It allocates a copy of each id that enters the heap.\n", cmRows, cmHeapSize, commas(heapBytes))
