@@ -48,21 +48,6 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	tests := []struct {
-		attempt int
-		want    time.Duration
-	}{
-		{1, 10 * time.Millisecond}, {2, 20 * time.Millisecond}, {3, 40 * time.Millisecond},
-		{5, 100 * time.Millisecond}, {1000, 100 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if got := backoff(10*time.Millisecond, 100*time.Millisecond, tt.attempt); got != tt.want {
-			t.Errorf("backoff(attempt %d) = %v, want %v", tt.attempt, got, tt.want)
-		}
-	}
-}
-
 // freePort returns a loopback port nothing listens on.
 func freePort(t *testing.T) int {
 	t.Helper()

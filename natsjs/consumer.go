@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // Handler applies one message. streamSeq is the message's stream sequence:
@@ -294,7 +296,7 @@ func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Co
 		if logAttempt(failures) {
 			log.Warn("cannot fetch message, retrying", "attempt", failures, "err", err)
 		}
-		if !sleep(ctx, backoff(c.cfg.RetryMin, c.cfg.RetryMax, failures)) {
+		if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, failures)) {
 			return nil
 		}
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
@@ -393,11 +395,11 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive
 // It returns false if ctx ended the wait.
 func (c *Consumer) retryWait(ctx context.Context, log *slog.Logger, seq uint64, attempt int, err error) bool {
 	c.retries.Add(1)
-	d := backoff(c.cfg.RetryMin, c.cfg.RetryMax, attempt)
+	d := backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, attempt)
 	if logAttempt(attempt) {
 		log.Warn("cannot apply message, retrying", "seq", seq, "attempt", attempt, "next", d, "err", err)
 	}
-	return sleep(ctx, d)
+	return backoff.Sleep(ctx, d)
 }
 
 // Pending returns the backlog of the partitions: messages not yet delivered
@@ -471,16 +473,4 @@ func (k *keepAlive) run(ctx context.Context, every time.Duration, log *slog.Logg
 // logAttempt throttles repeated warnings: attempts 1, 2, 4, 8, …
 func logAttempt(attempt int) bool {
 	return attempt > 0 && bits.OnesCount(uint(attempt)) == 1
-}
-
-// sleep waits for d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

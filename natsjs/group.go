@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // ErrLeaseExpired is the cause (context.Cause) of a GroupConsumer handler's
@@ -474,7 +476,7 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 		if logAttempt(failures) {
 			log.Warn("cannot fetch message, retrying", "attempt", failures, "err", err)
 		}
-		if !sleep(ctx, backoff(g.cfg.Consumer.RetryMin, g.cfg.Consumer.RetryMax, failures)) {
+		if !backoff.Sleep(ctx, backoff.Delay(g.cfg.Consumer.RetryMin, g.cfg.Consumer.RetryMax, failures)) {
 			return nil
 		}
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||

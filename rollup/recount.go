@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgecount/edgecount/backoff"
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/store"
@@ -501,8 +502,8 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 	countedAt := time.Now()
 	// 3. Wait until every delta of a change the counts saw has been
 	// applied (the Quiet assumption)...
-	if err := sleep(ctx, time.Until(countedAt.Add(rc.cfg.Quiet))); err != nil {
-		return nil, fmt.Errorf("cannot recount: %w", err)
+	if !backoff.Sleep(ctx, time.Until(countedAt.Add(rc.cfg.Quiet))) {
+		return nil, fmt.Errorf("cannot recount: %w", ctx.Err())
 	}
 	// 4. ...then repair the items whose rows did not change meanwhile,
 	// with no message applied between that check and the write.
@@ -779,19 +780,4 @@ func abs(v int64) int64 {
 		return -v
 	}
 	return v
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
