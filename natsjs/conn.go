@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,21 +57,11 @@ func DefaultConnConfig() ConnConfig {
 
 func (c ConnConfig) withDefaults() ConnConfig {
 	d := DefaultConnConfig()
-	if c.URL == "" {
-		c.URL = d.URL
-	}
-	if c.Name == "" {
-		c.Name = d.Name
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = d.ConnectTimeout
-	}
-	if c.ReconnectMin == 0 {
-		c.ReconnectMin = d.ReconnectMin
-	}
-	if c.ReconnectMax == 0 {
-		c.ReconnectMax = d.ReconnectMax
-	}
+	c.URL = cmp.Or(c.URL, d.URL)
+	c.Name = cmp.Or(c.Name, d.Name)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, d.ConnectTimeout)
+	c.ReconnectMin = cmp.Or(c.ReconnectMin, d.ReconnectMin)
+	c.ReconnectMax = cmp.Or(c.ReconnectMax, d.ReconnectMax)
 	return c
 }
 
