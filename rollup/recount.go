@@ -672,20 +672,18 @@ func target(before, counted int64, exact bool) int64 {
 
 // changed counts the rows a repair writes.
 func changed(plan []RowResult) int {
-	n := 0
-	for _, r := range plan {
-		if r.After != r.Before {
-			n++
-		}
-	}
-	return n
+	return countRows(plan, func(r RowResult) bool { return r.After != r.Before })
 }
 
 // unrepaired counts the rows left above their count.
 func unrepaired(plan []RowResult) int {
+	return countRows(plan, func(r RowResult) bool { return r.After != r.Counted })
+}
+
+func countRows(plan []RowResult, match func(RowResult) bool) int {
 	n := 0
 	for _, r := range plan {
-		if r.After != r.Counted {
+		if match(r) {
 			n++
 		}
 	}
