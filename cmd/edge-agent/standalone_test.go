@@ -28,7 +28,7 @@ func startTestNode(t testing.TB, dir string, flush time.Duration) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := startNode(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestStartFailureReleasesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
+	if _, err := startNode(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
 		t.Fatalf("start on a taken port: err = %v, want cannot listen", err)
 	}
 	n := startTestNode(t, dir, time.Second) // store and broker were released

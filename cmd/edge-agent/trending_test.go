@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,7 +65,7 @@ func TestStandaloneTrending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := startNode(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

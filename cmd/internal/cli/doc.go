@@ -1,0 +1,6 @@
+// Package cli is what the edgecount commands share around their testable
+// run function: main's signal context and exit status, the layered loading
+// of the configuration (defaults, --config file, EDGECOUNT_* environment,
+// flags; weakest first) with every problem listed, and the process logger.
+// Flags live only here and in the commands.
+package cli
