@@ -8,17 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgecount/edgecount/cmd/internal/cli"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
@@ -29,7 +27,6 @@ import (
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
-	"github.com/edgecount/edgecount/store/embedded"
 )
 
 // agentStore is what the agent process needs of a store, embedded or
@@ -86,15 +83,11 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	stream := cfg.StreamConfig()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cli.Registry()
 	var regs []error
 
 	if cfg.Standalone() {
-		if err := os.MkdirAll(cfg.Agent.Data, 0o750); err != nil {
-			return nil, fmt.Errorf("cannot create data directory: %w", err)
-		}
-		es, err := embedded.Open(embedded.Config{Path: filepath.Join(cfg.Agent.Data, "edgecount.db"), Timeout: 5 * time.Second})
+		es, err := cli.OpenEmbedded(cfg.Agent.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -135,13 +128,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		for p := range parts {
 			parts[p] = uint32(p)
 		}
-		if n.rollup, err = rollupd.New(n.bus, n.store, rollupd.Config{
-			Partitions: parts,
-			Group:      cfg.GroupConfig(logger),
-			Trending:   cfg.RollupTrendingConfig(),
-			Recount:    cfg.RecountConfig(),
-			Logger:     logger,
-		}); err != nil {
+		if n.rollup, err = rollupd.New(n.bus, n.store, cli.RollupConfig(cfg, parts, logger)); err != nil {
 			return nil, err
 		}
 		regs = append(regs, n.rollup.RegisterMetrics(reg))
@@ -375,9 +362,7 @@ func (n *node) Shutdown(ctx context.Context) error {
 // closeBus drains the broker connection.
 func (n *node) closeBus() {
 	if n.bus != nil {
-		if err := n.bus.Close(); err != nil {
-			n.logger.Warn("cannot drain broker connection", "err", err)
-		}
+		cli.Close(n.logger, n.bus, "drain broker connection")
 	}
 }
 
@@ -397,22 +382,16 @@ func (n *node) close() {
 		cancel()
 	}
 	if n.gossip != nil {
-		if err := n.gossip.Close(); err != nil {
-			n.logger.Warn("cannot close gossip", "err", err)
-		}
+		cli.Close(n.logger, n.gossip, "close gossip")
 	}
 	if n.directory != nil {
-		if err := n.directory.Close(); err != nil {
-			n.logger.Warn("cannot close directory", "err", err)
-		}
+		cli.Close(n.logger, n.directory, "close directory")
 	}
 	n.closeBus()
 	if n.broker != nil {
 		n.broker.Shutdown()
 	}
 	if n.store != nil {
-		if err := n.store.Close(); err != nil {
-			n.logger.Warn("cannot close store", "err", err)
-		}
+		cli.Close(n.logger, n.store, "close store")
 	}
 }

@@ -23,8 +23,13 @@ import (
 // startTestNode starts a standalone node on a random port under dir.
 func startTestNode(t testing.TB, dir string, flush time.Duration) *node {
 	t.Helper()
-	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", dir, "--region", "local", "--flush-interval", flush.String()},
-		func(string) string { return "" }, io.Discard)
+	return startNodeArgs(t, "--http", "127.0.0.1:0", "--data", dir, "--region", "local", "--flush-interval", flush.String())
+}
+
+// startNodeArgs starts a node configured by flags alone.
+func startNodeArgs(t testing.TB, args ...string) *node {
+	t.Helper()
+	cfg, err := loadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,15 +20,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
@@ -40,7 +37,6 @@ import (
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
-	"github.com/edgecount/edgecount/store/embedded"
 )
 
 func main() { cli.Main("rollup", run) }
@@ -134,10 +130,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if len(cfg.Cassandra.Hosts) > 0 {
 		p.st, err = cassandra.Open(ctx, cfg.CassandraConfig())
 	} else {
-		if err := os.MkdirAll(cfg.Rollup.Data, 0o750); err != nil {
-			return nil, fmt.Errorf("cannot create data directory: %w", err)
-		}
-		p.st, err = embedded.Open(embedded.Config{Path: filepath.Join(cfg.Rollup.Data, "edgecount.db"), Timeout: 5 * time.Second})
+		p.st, err = cli.OpenEmbedded(cfg.Rollup.Data)
 	}
 	if err != nil {
 		return nil, err
@@ -154,17 +147,10 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 			owned = append(owned, uint32(part))
 		}
 	}
-	if p.proc, err = rollupd.New(p.bus, p.st, rollupd.Config{
-		Partitions: owned,
-		Group:      cfg.GroupConfig(logger),
-		Trending:   cfg.RollupTrendingConfig(),
-		Recount:    cfg.RecountConfig(),
-		Logger:     logger,
-	}); err != nil {
+	if p.proc, err = rollupd.New(p.bus, p.st, cli.RollupConfig(cfg, owned, logger)); err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cli.Registry()
 	metricErrs := []error{p.proc.RegisterMetrics(reg)}
 	if cs, ok := p.st.(*cassandra.Store); ok {
 		metricErrs = append(metricErrs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
@@ -249,13 +235,9 @@ func (p *process) close() {
 		p.ln.Close() // closed already if it was served
 	}
 	if p.bus != nil {
-		if err := p.bus.Close(); err != nil {
-			p.logger.Warn("cannot drain broker connection", "err", err)
-		}
+		cli.Close(p.logger, p.bus, "drain broker connection")
 	}
 	if p.st != nil {
-		if err := p.st.Close(); err != nil {
-			p.logger.Warn("cannot close store", "err", err)
-		}
+		cli.Close(p.logger, p.st, "close store")
 	}
 }
