@@ -1,7 +1,6 @@
 package natsjs
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,15 +54,7 @@ func DefaultConnConfig() ConnConfig {
 	}
 }
 
-func (c ConnConfig) withDefaults() ConnConfig {
-	d := DefaultConnConfig()
-	c.URL = cmp.Or(c.URL, d.URL)
-	c.Name = cmp.Or(c.Name, d.Name)
-	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, d.ConnectTimeout)
-	c.ReconnectMin = cmp.Or(c.ReconnectMin, d.ReconnectMin)
-	c.ReconnectMax = cmp.Or(c.ReconnectMax, d.ReconnectMax)
-	return c
-}
+func (c ConnConfig) withDefaults() ConnConfig { return withDefaults(c, DefaultConnConfig()) }
 
 // Validate reports every problem with c (after defaults are applied).
 func (c ConnConfig) Validate() error {

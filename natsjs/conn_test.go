@@ -137,3 +137,16 @@ func TestConnectReconnects(t *testing.T) {
 		}
 	}
 }
+
+func TestWithDefaults(t *testing.T) {
+	got := ConnConfig{URL: "nats://h:1", ReconnectMax: time.Minute}.withDefaults()
+	want := DefaultConnConfig()
+	want.URL, want.ReconnectMax = "nats://h:1", time.Minute
+	if got != want {
+		t.Errorf("withDefaults() = %+v, want %+v (given fields kept, zero ones defaulted)", got, want)
+	}
+	c := ConsumerConfig{Durable: "x"}.withDefaults()
+	if c.Durable != "x" || c.Stream != DefaultStreamConfig() || c.AckWait != DefaultConsumerConfig().AckWait {
+		t.Errorf("ConsumerConfig.withDefaults() = %+v, want durable x and the default stream and ack wait", c)
+	}
+}

@@ -1,7 +1,6 @@
 package natsjs
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,13 +98,7 @@ func DefaultConsumerConfig() ConsumerConfig {
 }
 
 func (c ConsumerConfig) withDefaults() ConsumerConfig {
-	d := DefaultConsumerConfig()
-	c.Stream = cmp.Or(c.Stream, d.Stream)
-	c.Durable = cmp.Or(c.Durable, d.Durable)
-	c.AckWait = cmp.Or(c.AckWait, d.AckWait)
-	c.RetryMin = cmp.Or(c.RetryMin, d.RetryMin)
-	c.RetryMax = cmp.Or(c.RetryMax, d.RetryMax)
-	return c
+	return withDefaults(c, DefaultConsumerConfig())
 }
 
 // Validate reports every problem with c (after defaults are applied).
