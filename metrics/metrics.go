@@ -78,17 +78,23 @@ func RegisterRollup(reg prometheus.Registerer, r *rollup.Rollup) error {
 
 // RegisterConsumer exports a broker consumer's totals.
 func RegisterConsumer(reg prometheus.Registerer, c *natsjs.Consumer) error {
+	return register(reg, consumerMetrics(c.Stats), nil)
+}
+
+// consumerMetrics are the edgecount_consumer_* counters of a plain or a
+// group consumer, read from stats at scrape time.
+func consumerMetrics(stats func() natsjs.ConsumerStats) []metricFunc {
 	stat := func(f func(natsjs.ConsumerStats) uint64) func() float64 {
-		return func() float64 { return float64(f(c.Stats())) }
+		return func() float64 { return float64(f(stats())) }
 	}
-	return register(reg, []metricFunc{
+	return []metricFunc{
 		{"edgecount_consumer_acked_total", "Messages handled and acknowledged.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Applied })},
 		{"edgecount_consumer_retries_total", "Handler failures retried with backoff.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Retries })},
 		{"edgecount_consumer_terminated_total", "Poison messages terminated.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Terminated })},
 		{"edgecount_consumer_redelivered_total", "Messages the broker delivered more than once.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Redelivered })},
 		{"edgecount_consumer_ack_errors_total", "Acknowledgements the broker did not confirm.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.AckErrors })},
 		{"edgecount_consumer_fetch_errors_total", "Failed fetches from the broker.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.FetchErrors })},
-	}, nil)
+	}
 }
 
 // RegisterRedisDirectory exports the Redis shard directory's totals.

@@ -20,14 +20,7 @@ func RegisterGroupConsumer(reg prometheus.Registerer, g *natsjs.GroupConsumer) e
 	i := func(f func(natsjs.GroupStats) int) func() float64 {
 		return stat(func(s natsjs.GroupStats) float64 { return float64(f(s)) })
 	}
-	if err := register(reg, []metricFunc{
-		{"edgecount_consumer_acked_total", "Messages handled and acknowledged.", false, u(func(s natsjs.GroupStats) uint64 { return s.Applied })},
-		{"edgecount_consumer_retries_total", "Handler failures retried with backoff.", false, u(func(s natsjs.GroupStats) uint64 { return s.Retries })},
-		{"edgecount_consumer_terminated_total", "Poison messages terminated.", false, u(func(s natsjs.GroupStats) uint64 { return s.Terminated })},
-		{"edgecount_consumer_redelivered_total", "Messages the broker delivered more than once.", false, u(func(s natsjs.GroupStats) uint64 { return s.Redelivered })},
-		{"edgecount_consumer_ack_errors_total", "Acknowledgements the broker did not confirm.", false, u(func(s natsjs.GroupStats) uint64 { return s.AckErrors })},
-		{"edgecount_consumer_fetch_errors_total", "Failed fetches from the broker.", false, u(func(s natsjs.GroupStats) uint64 { return s.FetchErrors })},
-	}, nil); err != nil {
+	if err := register(reg, consumerMetrics(func() natsjs.ConsumerStats { return g.Stats().ConsumerStats }), nil); err != nil {
 		return err
 	}
 	return register(reg, []metricFunc{

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // ConnConfig configures a connection to an external NATS server.
@@ -52,25 +54,7 @@ func DefaultConnConfig() ConnConfig {
 	}
 }
 
-func (c ConnConfig) withDefaults() ConnConfig {
-	d := DefaultConnConfig()
-	if c.URL == "" {
-		c.URL = d.URL
-	}
-	if c.Name == "" {
-		c.Name = d.Name
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = d.ConnectTimeout
-	}
-	if c.ReconnectMin == 0 {
-		c.ReconnectMin = d.ReconnectMin
-	}
-	if c.ReconnectMax == 0 {
-		c.ReconnectMax = d.ReconnectMax
-	}
-	return c
-}
+func (c ConnConfig) withDefaults() ConnConfig { return withDefaults(c, DefaultConnConfig()) }
 
 // Validate reports every problem with c (after defaults are applied).
 func (c ConnConfig) Validate() error {
@@ -110,7 +94,7 @@ func Connect(cfg ConnConfig, logger *slog.Logger) (*nats.Conn, error) {
 		nats.Timeout(cfg.ConnectTimeout),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
-			return backoff(cfg.ReconnectMin, cfg.ReconnectMax, attempts)
+			return backoff.Delay(cfg.ReconnectMin, cfg.ReconnectMax, attempts)
 		}),
 		nats.RetryOnFailedConnect(cfg.WaitForServer),
 		nats.ConnectHandler(func(nc *nats.Conn) {
@@ -170,16 +154,4 @@ func redactURL(list string) string {
 		}
 	}
 	return strings.Join(parts, ",")
-}
-
-// backoff returns min·2^(attempt-1), capped at max; attempt counts from 1.
-func backoff(min, max time.Duration, attempt int) time.Duration {
-	d := min
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d
 }

@@ -48,21 +48,6 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	tests := []struct {
-		attempt int
-		want    time.Duration
-	}{
-		{1, 10 * time.Millisecond}, {2, 20 * time.Millisecond}, {3, 40 * time.Millisecond},
-		{5, 100 * time.Millisecond}, {1000, 100 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if got := backoff(10*time.Millisecond, 100*time.Millisecond, tt.attempt); got != tt.want {
-			t.Errorf("backoff(attempt %d) = %v, want %v", tt.attempt, got, tt.want)
-		}
-	}
-}
-
 // freePort returns a loopback port nothing listens on.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -150,5 +135,18 @@ func TestConnectReconnects(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("logs lack %q:\n%s", want, got)
 		}
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	got := ConnConfig{URL: "nats://h:1", ReconnectMax: time.Minute}.withDefaults()
+	want := DefaultConnConfig()
+	want.URL, want.ReconnectMax = "nats://h:1", time.Minute
+	if got != want {
+		t.Errorf("withDefaults() = %+v, want %+v (given fields kept, zero ones defaulted)", got, want)
+	}
+	c := ConsumerConfig{Durable: "x"}.withDefaults()
+	if c.Durable != "x" || c.Stream != DefaultStreamConfig() || c.AckWait != DefaultConsumerConfig().AckWait {
+		t.Errorf("ConsumerConfig.withDefaults() = %+v, want durable x and the default stream and ack wait", c)
 	}
 }

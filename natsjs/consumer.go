@@ -15,13 +15,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // Handler applies one message. streamSeq is the message's stream sequence:
 // it grows with every message of the stream and stays the same when the
 // message is delivered again, so a handler that records the last sequence it
 // applied can skip a redelivery. A non-nil error is retried (with backoff,
-// same message, forever) unless it is marked with Permanent. The handler
+// same message, forever) unless it is permanent (see IsPermanent). The handler
 // runs on its partition's goroutine, one message at a time, and should
 // return promptly when ctx is done. It may keep data.
 type Handler func(ctx context.Context, streamSeq uint64, data []byte) error
@@ -29,7 +31,8 @@ type Handler func(ctx context.Context, streamSeq uint64, data []byte) error
 // Permanent marks a handler error as permanent: the message can never be
 // applied (a poison message). The consumer terminates it — the broker never
 // delivers it again — counts and logs it, and goes on with the next one.
-// Permanent(nil) is nil.
+// Permanent(nil) is nil. An error type of the handler's own can say the
+// same by implementing interface{ Permanent() bool } (see IsPermanent).
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -37,17 +40,31 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// IsPermanent reports whether err, or an error it wraps, was marked with
-// Permanent.
+// IsPermanent reports whether err, or any error it wraps (errors.Unwrap,
+// errors.Join), is permanent: marked with Permanent, or implementing
+// interface{ Permanent() bool } with Permanent reporting true.
 func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
+	if p, ok := err.(interface{ Permanent() bool }); ok && p.Permanent() {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return IsPermanent(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if IsPermanent(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Permanent() bool { return true }
 
 // ConsumerConfig configures a Consumer. Zero fields take the values of
 // DefaultConsumerConfig.
@@ -81,23 +98,7 @@ func DefaultConsumerConfig() ConsumerConfig {
 }
 
 func (c ConsumerConfig) withDefaults() ConsumerConfig {
-	d := DefaultConsumerConfig()
-	if c.Stream == (StreamConfig{}) {
-		c.Stream = d.Stream
-	}
-	if c.Durable == "" {
-		c.Durable = d.Durable
-	}
-	if c.AckWait == 0 {
-		c.AckWait = d.AckWait
-	}
-	if c.RetryMin == 0 {
-		c.RetryMin = d.RetryMin
-	}
-	if c.RetryMax == 0 {
-		c.RetryMax = d.RetryMax
-	}
-	return c
+	return withDefaults(c, DefaultConsumerConfig())
 }
 
 // Validate reports every problem with c (after defaults are applied).
@@ -149,6 +150,9 @@ type Consumer struct {
 	pinned *pinnedPolicy
 
 	applied, retries, terminated, redelivered, ackErrors, fetchErrors atomic.Uint64
+	// fenced counts messages given up because their lease ran out (only a
+	// GroupConsumer's keeper fences; see GroupStats.Fenced).
+	fenced atomic.Uint64
 }
 
 // NewConsumer returns a consumer; zero fields of cfg take their defaults.
@@ -263,24 +267,16 @@ func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, er
 // done. It returns an error only when the connection was closed.
 func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, h Handler) error {
 	log := c.log.With("partition", p, "consumer", c.Name(p))
-	keep := &keepAlive{}
-	kctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		keep.run(kctx, c.cfg.AckWait/3, log)
-	}()
-	defer wg.Wait()
-	defer stop()
+	keep := &keepAlive{log: log}
+	defer background(ctx, func(ctx context.Context) { every(ctx, c.cfg.AckWait/3, keep.signal) })()
 
-	failures := 0
+	failures, ok := 0, false
 	for ctx.Err() == nil {
 		msg, err := c.next(ctx, cons)
 		switch {
 		case err == nil:
 			failures = 0
-			c.handle(ctx, log, keep, msg, h)
+			c.handle(ctx, log, keep, msg, time.Time{}, h)
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -290,27 +286,38 @@ func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Co
 			return fmt.Errorf("cannot fetch from %s: %w", c.Name(p), err)
 		}
 		failures++
-		c.fetchErrors.Add(1)
-		if logAttempt(failures) {
-			log.Warn("cannot fetch message, retrying", "attempt", failures, "err", err)
-		}
-		if !sleep(ctx, backoff(c.cfg.RetryMin, c.cfg.RetryMax, failures)) {
+		if cons, ok = c.fetchFailed(ctx, log, p, cons, err, failures); !ok {
 			return nil
-		}
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-			errors.Is(err, nats.ErrNoResponders) {
-			// The durable consumer was deleted (no responders: nothing
-			// serves its pull requests, or JetStream is restarting). A
-			// new one resumes at the oldest message still in the work
-			// queue, so nothing is skipped.
-			if nc, err := c.ensure(ctx, p); err == nil {
-				cons = nc
-			} else if ctx.Err() == nil && logAttempt(failures) {
-				log.Warn("cannot re-create consumer", "err", err)
-			}
 		}
 	}
 	return nil
+}
+
+// fetchFailed counts and logs a failed fetch (the failures-th in a row),
+// waits out its backoff and, when the durable consumer is gone, creates it
+// again. It returns the consumer to pull from next, and false when ctx
+// ended the wait.
+func (c *Consumer) fetchFailed(ctx context.Context, log *slog.Logger, p uint32, cons jetstream.Consumer, err error, failures int) (jetstream.Consumer, bool) {
+	c.fetchErrors.Add(1)
+	if logAttempt(failures) {
+		log.Warn("cannot fetch message, retrying", "attempt", failures, "err", err)
+	}
+	if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, failures)) {
+		return cons, false
+	}
+	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, nats.ErrNoResponders) {
+		// The durable consumer was deleted (no responders: nothing
+		// serves its pull requests, or JetStream is restarting). A
+		// new one resumes at the oldest message still in the work
+		// queue, so nothing is skipped.
+		if nc, err := c.ensure(ctx, p); err == nil {
+			cons = nc
+		} else if ctx.Err() == nil && logAttempt(failures) {
+			log.Warn("cannot re-create consumer", "err", err)
+		}
+	}
+	return cons, true
 }
 
 // Pull requests wait up to pullWait for a message; the server sends a
@@ -347,20 +354,53 @@ func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok
 	return meta.Sequence.Stream, true
 }
 
-// handle applies one message: retry until success, Permanent or ctx done.
-func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive, msg jetstream.Msg, h Handler) {
+// A keeper keeps the message being handled from being delivered elsewhere
+// while the handler works on it: the plain consumer's progress signals
+// (keepAlive), or a group member's lease, which also fences the member off
+// the message once another member may have it.
+type keeper interface {
+	// start keeps msg, pulled with a request sent at sent.
+	start(msg jetstream.Msg, sent time.Time)
+	// stop ends keeping the message: no progress signal is sent for it
+	// after stop returns, except one already on its way. It may be called
+	// more than once.
+	stop()
+	// attempt returns the context of the next handler attempt, or false
+	// when the member may no longer act on the message.
+	attempt(ctx context.Context) (context.Context, context.CancelFunc, bool)
+	// holds reports whether the member still holds the message after an
+	// attempt returned.
+	holds() bool
+}
+
+// handle applies one message: retry until success, a permanent error, ctx
+// done or the keeper fences the message off. A message fenced off is
+// neither acknowledged nor handed back: the broker has delivered it, or
+// will, to the member the partition is pinned to.
+func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, msg jetstream.Msg, sent time.Time, h Handler) {
 	seq, ok := c.sequence(log, msg)
 	if !ok {
 		return
 	}
-	keep.set(msg)
+	k.start(msg, sent)
+	defer k.stop()
 	for attempt := 1; ; attempt++ {
-		err := h(ctx, seq, msg.Data())
+		actx, cancel, ok := k.attempt(ctx)
+		if !ok {
+			c.giveUp(log, seq, attempt)
+			return
+		}
+		err := h(actx, seq, msg.Data())
+		cancel()
+		if !k.holds() {
+			c.giveUp(log, seq, attempt)
+			return
+		}
 		if err == nil {
 			break
 		}
 		if IsPermanent(err) {
-			keep.set(nil)
+			k.stop()
 			c.terminated.Add(1)
 			log.Error("poison message terminated", "seq", seq, "err", err)
 			if err := msg.TermWithReason("permanent handler error"); err != nil {
@@ -371,14 +411,14 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive
 		if ctx.Err() != nil || !c.retryWait(ctx, log, seq, attempt, err) {
 			// Stopping: hand the message back so whoever runs the
 			// partition next gets it at once rather than after AckWait.
-			keep.set(nil)
+			k.stop()
 			if err := msg.Nak(); err != nil {
 				log.Debug("cannot nak message on stop", "seq", seq, "err", err)
 			}
 			return
 		}
 	}
-	keep.set(nil)
+	k.stop()
 	c.applied.Add(1)
 	// Ack even when ctx is done: the message was applied.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AckWait)
@@ -389,15 +429,22 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, keep *keepAlive
 	}
 }
 
+// giveUp counts and logs a message fenced off before its handler finished.
+func (c *Consumer) giveUp(log *slog.Logger, seq uint64, attempt int) {
+	c.fenced.Add(1)
+	log.Warn("message lease expired before the handler finished; leaving the message to the next delivery",
+		"seq", seq, "attempt", attempt)
+}
+
 // retryWait counts and logs a failed attempt and waits before the next one.
 // It returns false if ctx ended the wait.
 func (c *Consumer) retryWait(ctx context.Context, log *slog.Logger, seq uint64, attempt int, err error) bool {
 	c.retries.Add(1)
-	d := backoff(c.cfg.RetryMin, c.cfg.RetryMax, attempt)
+	d := backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, attempt)
 	if logAttempt(attempt) {
 		log.Warn("cannot apply message, retrying", "seq", seq, "attempt", attempt, "next", d, "err", err)
 	}
-	return sleep(ctx, d)
+	return backoff.Sleep(ctx, d)
 }
 
 // Pending returns the backlog of the partitions: messages not yet delivered
@@ -439,9 +486,20 @@ func (c *Consumer) Pending(ctx context.Context, partitions []uint32) (uint64, er
 // it. set and the signal are serialized: after set(nil) returns no signal is
 // sent for the previous message.
 type keepAlive struct {
+	log *slog.Logger
+
 	mu  sync.Mutex
 	msg jetstream.Msg
 }
+
+func (k *keepAlive) start(m jetstream.Msg, _ time.Time) { k.set(m) }
+func (k *keepAlive) stop()                              { k.set(nil) }
+
+// attempt never fences: a plain consumer owns its partitions.
+func (k *keepAlive) attempt(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	return ctx, func() {}, true
+}
+func (k *keepAlive) holds() bool { return true }
 
 func (k *keepAlive) set(m jetstream.Msg) {
 	k.mu.Lock()
@@ -449,8 +507,20 @@ func (k *keepAlive) set(m jetstream.Msg) {
 	k.mu.Unlock()
 }
 
-func (k *keepAlive) run(ctx context.Context, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
+// signal sends a progress signal for the message being handled, if any.
+func (k *keepAlive) signal() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.msg != nil {
+		if err := k.msg.InProgress(); err != nil {
+			k.log.Debug("cannot signal progress", "err", err)
+		}
+	}
+}
+
+// every calls f every d until ctx is done.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -458,29 +528,27 @@ func (k *keepAlive) run(ctx context.Context, every time.Duration, log *slog.Logg
 			return
 		case <-t.C:
 		}
-		k.mu.Lock()
-		if k.msg != nil {
-			if err := k.msg.InProgress(); err != nil {
-				log.Debug("cannot signal progress", "err", err)
-			}
-		}
-		k.mu.Unlock()
+		f()
+	}
+}
+
+// background runs f on a goroutine of its own until the returned stop is
+// called; stop cancels f's context and waits for f to return.
+func background(ctx context.Context, f func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f(ctx)
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
 	}
 }
 
 // logAttempt throttles repeated warnings: attempts 1, 2, 4, 8, …
 func logAttempt(attempt int) bool {
 	return attempt > 0 && bits.OnesCount(uint(attempt)) == 1
-}
-
-// sleep waits for d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

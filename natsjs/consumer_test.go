@@ -50,7 +50,29 @@ func TestPermanent(t *testing.T) {
 	if Permanent(nil) != nil {
 		t.Errorf("Permanent(nil) != nil")
 	}
+	// An error type of the handler's own says so itself, however deep in
+	// the chain; one that says false is not permanent.
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("seq 7: %w", ownPermanent(true)), true},
+		{errors.Join(base, fmt.Errorf("wrapped: %w", ownPermanent(true))), true},
+		{fmt.Errorf("seq 7: %w", ownPermanent(false)), false},
+		{fmt.Errorf("outer: %w", fmt.Errorf("%w: %w", ownPermanent(false), ownPermanent(true))), true},
+	} {
+		if got := IsPermanent(tt.err); got != tt.want {
+			t.Errorf("IsPermanent(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
 }
+
+// ownPermanent is a handler's own error type that reports whether it is
+// permanent.
+type ownPermanent bool
+
+func (e ownPermanent) Error() string   { return fmt.Sprintf("own error (permanent %v)", bool(e)) }
+func (e ownPermanent) Permanent() bool { return bool(e) }
 
 func TestRunRejectsBadArguments(t *testing.T) {
 	_, js, cfg := setup(t, 4)

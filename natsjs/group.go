@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -88,19 +89,12 @@ func DefaultGroupConfig() GroupConfig {
 }
 
 func (c GroupConfig) withDefaults() GroupConfig {
+	d := DefaultGroupConfig()
 	c.Consumer = c.Consumer.withDefaults()
-	if c.Group == "" {
-		c.Group = "rollup"
-	}
-	if c.MemberTTL == 0 {
-		c.MemberTTL = 5 * time.Second
-	}
-	if c.FenceMargin == 0 {
-		c.FenceMargin = c.Consumer.AckWait / 3
-	}
-	if c.MembersStream == "" {
-		c.MembersStream = c.Consumer.Stream.Name + "_MEMBERS"
-	}
+	c.Group = cmp.Or(c.Group, d.Group)
+	c.MemberTTL = cmp.Or(c.MemberTTL, d.MemberTTL)
+	c.FenceMargin = cmp.Or(c.FenceMargin, c.Consumer.AckWait/3)
+	c.MembersStream = cmp.Or(c.MembersStream, c.Consumer.Stream.Name+"_MEMBERS")
 	return c
 }
 
@@ -198,8 +192,8 @@ type GroupConsumer struct {
 	mu   sync.Mutex
 	pins []string // partition → pin id this member holds, "" for none
 
-	pinned                                                  atomic.Int64
-	acquired, released, lost, fenced, renewals, leaseErrors atomic.Uint64
+	pinned                                          atomic.Int64
+	acquired, released, lost, renewals, leaseErrors atomic.Uint64
 }
 
 // NewGroupConsumer returns a group member; zero fields of cfg take their
@@ -301,7 +295,7 @@ func (g *GroupConsumer) Stats() GroupStats {
 		Acquired:         g.acquired.Load(),
 		Released:         g.released.Load(),
 		Lost:             g.lost.Load(),
-		Fenced:           g.fenced.Load(),
+		Fenced:           g.c.fenced.Load(),
 		LeaseRenewals:    g.renewals.Load(),
 		LeaseErrors:      g.leaseErrors.Load(),
 		MembershipErrors: g.members.errors.Load(),
@@ -425,18 +419,10 @@ func (g *GroupConsumer) releaseTimeout() time.Duration {
 func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, st jetstream.Stream, h Handler) error {
 	log := g.log.With("partition", p, "consumer", g.Name(p))
 	l := g.newLease()
-	kctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.keep(kctx)
-	}()
-	defer wg.Wait()
-	defer stop()
+	defer background(ctx, l.keep)()
 	defer g.release(ctx, p, st, log)
 
-	failures := 0
+	failures, ok := 0, false
 	for ctx.Err() == nil {
 		v := g.members.view()
 		if v.owner(p) != g.cfg.MemberID {
@@ -454,7 +440,7 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 		case err == nil:
 			failures = 0
 			g.notePin(p, msg, log)
-			g.handle(ctx, log, l, msg, sent, h)
+			g.c.handle(ctx, log, l, msg, sent, h)
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -470,20 +456,8 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 			return fmt.Errorf("cannot fetch from %s: %w", g.Name(p), err)
 		}
 		failures++
-		g.c.fetchErrors.Add(1)
-		if logAttempt(failures) {
-			log.Warn("cannot fetch message, retrying", "attempt", failures, "err", err)
-		}
-		if !sleep(ctx, backoff(g.cfg.Consumer.RetryMin, g.cfg.Consumer.RetryMax, failures)) {
+		if cons, ok = g.c.fetchFailed(ctx, log, p, cons, err, failures); !ok {
 			return nil
-		}
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-			errors.Is(err, nats.ErrNoResponders) {
-			if nc, err := g.c.ensure(ctx, p); err == nil {
-				cons = nc
-			} else if ctx.Err() == nil && logAttempt(failures) {
-				log.Warn("cannot re-create consumer", "err", err)
-			}
 		}
 	}
 	return nil
@@ -500,13 +474,19 @@ func (g *GroupConsumer) next(ctx context.Context, cons jetstream.Consumer) (jets
 	return cons.Next(opts...)
 }
 
+// swapPin records id ("" for none) as the pin this member holds of p and
+// returns the one it held.
+func (g *GroupConsumer) swapPin(p uint32, id string) (old string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old, g.pins[p] = g.pins[p], id
+	return old
+}
+
 // notePin records the pin id the broker delivered msg under.
 func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) {
 	id := msg.Headers().Get(pinIDHeader)
-	g.mu.Lock()
-	old := g.pins[p]
-	g.pins[p] = id
-	g.mu.Unlock()
+	old := g.swapPin(p, id)
 	if id == old || id == "" {
 		if id == "" && old != "" {
 			g.pinned.Add(-1)
@@ -524,10 +504,7 @@ func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) {
 
 // losePin forgets the pin of p after the broker moved it.
 func (g *GroupConsumer) losePin(p uint32, log *slog.Logger) {
-	g.mu.Lock()
-	old := g.pins[p]
-	g.pins[p] = ""
-	g.mu.Unlock()
+	old := g.swapPin(p, "")
 	if old == "" {
 		return
 	}
@@ -548,10 +525,7 @@ func (g *GroupConsumer) released1(p uint32, handedBack bool) {
 // view assigns p to gets it with the next message instead of after
 // PinnedTTL. Only called between messages.
 func (g *GroupConsumer) release(ctx context.Context, p uint32, st jetstream.Stream, log *slog.Logger) {
-	g.mu.Lock()
-	old := g.pins[p]
-	g.pins[p] = ""
-	g.mu.Unlock()
+	old := g.swapPin(p, "")
 	if old == "" {
 		return
 	}
@@ -566,65 +540,6 @@ func (g *GroupConsumer) release(ctx context.Context, p uint32, st jetstream.Stre
 	}
 	g.released.Add(1)
 	log.Info("partition pin handed back", "pin", old)
-}
-
-// handle applies one message under its lease: retry until success,
-// Permanent, ctx done or the lease is gone. A message whose lease ran out
-// is neither acknowledged nor handed back: the broker has delivered it, or
-// will, to the member the partition is pinned to.
-func (g *GroupConsumer) handle(ctx context.Context, log *slog.Logger, l *lease, msg jetstream.Msg, sent time.Time, h Handler) {
-	seq, ok := g.c.sequence(log, msg)
-	if !ok {
-		return
-	}
-	l.start(msg, sent)
-	defer l.stop()
-	for attempt := 1; ; attempt++ {
-		if !l.prepare(ctx) {
-			g.giveUp(log, seq, attempt)
-			return
-		}
-		actx, cancel := context.WithDeadlineCause(ctx, l.deadline(), ErrLeaseExpired)
-		err := h(actx, seq, msg.Data())
-		cancel()
-		if !l.valid() {
-			g.giveUp(log, seq, attempt)
-			return
-		}
-		if err == nil {
-			break
-		}
-		if IsPermanent(err) {
-			l.stop()
-			g.c.terminated.Add(1)
-			log.Error("poison message terminated", "seq", seq, "err", err)
-			if err := msg.TermWithReason("permanent handler error"); err != nil {
-				log.Warn("cannot terminate message", "seq", seq, "err", err)
-			}
-			return
-		}
-		if ctx.Err() != nil || !g.c.retryWait(ctx, log, seq, attempt, err) {
-			l.stop()
-			if err := msg.Nak(); err != nil {
-				log.Debug("cannot nak message on stop", "seq", seq, "err", err)
-			}
-			return
-		}
-	}
-	l.stop()
-	g.c.applied.Add(1)
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Consumer.AckWait)
-	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		g.c.ackErrors.Add(1)
-		log.Warn("cannot ack applied message; it will be delivered again", "seq", seq, "err", err)
-	}
-}
-
-func (g *GroupConsumer) giveUp(log *slog.Logger, seq uint64, attempt int) {
-	g.fenced.Add(1)
-	log.Warn("message lease expired before the handler finished; leaving the message to the next delivery",
-		"seq", seq, "attempt", attempt)
 }
 
 // newLease returns the lease keeper of one partition goroutine.
@@ -677,9 +592,20 @@ func (l *lease) deadline() time.Time {
 	return l.end
 }
 
-// valid reports whether the lease still holds, by the clock: after a
+// attempt gives a handler attempt the lease as its deadline (cause
+// ErrLeaseExpired), renewing the lease first if less than half is left; it
+// is false when the lease does not hold.
+func (l *lease) attempt(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	if !l.prepare(ctx) {
+		return nil, nil, false
+	}
+	actx, cancel := context.WithDeadlineCause(ctx, l.deadline(), ErrLeaseExpired)
+	return actx, cancel, true
+}
+
+// holds reports whether the lease still holds, by the clock: after a
 // process pause a timer may not have fired yet.
-func (l *lease) valid() bool {
+func (l *lease) holds() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.msg != nil && time.Now().Before(l.end)
@@ -695,7 +621,7 @@ func (l *lease) prepare(ctx context.Context) bool {
 	if left < l.usable/2 {
 		l.renew(ctx)
 	}
-	return l.valid()
+	return l.holds()
 }
 
 // renew sends a confirmed progress signal and extends the lease if the
@@ -729,19 +655,12 @@ func (l *lease) renew(ctx context.Context) {
 // keep renews the lease of the message being handled whenever less than
 // two thirds of it are left, checking every sixth of it.
 func (l *lease) keep(ctx context.Context) {
-	t := time.NewTicker(max(l.usable/6, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, max(l.usable/6, time.Millisecond), func() {
 		l.mu.Lock()
 		due := l.msg != nil && time.Until(l.end) < l.usable*2/3
 		l.mu.Unlock()
 		if due {
 			l.renew(ctx)
 		}
-	}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgecount/edgecount/backoff"
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/store"
@@ -223,12 +224,11 @@ func (e *IDError) Unwrap() error { return store.ErrInvalid }
 
 // Recounter is the recount job: it compares ContentStats rows with the
 // reactions they derive from and repairs the rows that drifted, without
-// racing with the rollup's apply (see doc.go). Messages must reach the
-// rollup through Recounter.Handle for that exclusion to hold.
+// racing with the rollup's apply (see doc.go): a repair holds off the
+// rollup's Apply while it re-reads and writes rows.
 //
-// A Recounter is safe for concurrent use: passes run one at a time,
-// on-demand recounts may run beside them, and Handle is called by one
-// goroutine per partition.
+// A Recounter is safe for concurrent use: passes run one at a time, and
+// on-demand recounts may run beside them.
 type Recounter struct {
 	ru     *Rollup
 	st     RecountStore
@@ -236,19 +236,6 @@ type Recounter struct {
 	owned  []bool // by partition; nil means all
 	logger *slog.Logger
 	stats  RecountStats
-
-	// apply is held shared by every Handle and exclusively by a repair
-	// while it re-reads the rows and writes them: no message is applied
-	// between the check that an item's rows did not change and the write
-	// of their repair.
-	apply sync.RWMutex
-	// lastApply and lastFail are when Handle last applied a message and
-	// last failed to (Unix nanoseconds).
-	lastApply, lastFail atomic.Int64
-	// failing: the last message Handle saw failed to apply and none has
-	// been applied since, so its deltas are still in flight (the broker
-	// redelivers it, however long its retry backoff).
-	failing atomic.Bool
 
 	passMu sync.Mutex // one pass at a time; guards cursor
 	cursor string
@@ -279,24 +266,6 @@ func (rc *Recounter) Stats() *RecountStats { return &rc.stats }
 // Config returns the configuration.
 func (rc *Recounter) Config() RecountConfig { return rc.cfg }
 
-// Handle applies one broker message through the rollup (Rollup.Handle),
-// never while a repair re-reads and writes rows. Every message must be
-// applied through it while the Recounter is in use.
-func (rc *Recounter) Handle(ctx context.Context, seq uint64, data []byte) error {
-	rc.apply.RLock()
-	err := rc.ru.Handle(ctx, seq, data)
-	rc.apply.RUnlock()
-	switch {
-	case err == nil:
-		rc.lastApply.Store(time.Now().UnixNano())
-		rc.failing.Store(false)
-	case !errors.Is(err, ErrPoison):
-		rc.lastFail.Store(time.Now().UnixNano())
-		rc.failing.Store(true)
-	}
-	return err
-}
-
 // behind reports why repairs of items counted at countedAt must wait, or
 // "" when they need not: a message failed to apply and none has been
 // applied since (its deltas are in flight, however long its retry backoff
@@ -306,16 +275,17 @@ func (rc *Recounter) Handle(ctx context.Context, seq uint64, data []byte) error 
 // Measuring from the count, not from now, keeps an event just before the
 // count from slipping out of the window while the repair waits.
 func (rc *Recounter) behind(countedAt time.Time) string {
-	if rc.failing.Load() {
+	ru := rc.ru
+	if ru.failing.Load() {
 		return "pipeline behind: a message failed to apply and none has been applied since"
 	}
 	from := countedAt.Add(-rc.cfg.Quiet).UnixNano()
-	if f := rc.lastFail.Load(); f >= from {
+	if f := ru.lastFail.Load(); f >= from {
 		return fmt.Sprintf("pipeline behind: a message failed to apply %v before the count (quiet is %v)",
 			countedAt.Sub(time.Unix(0, f)).Round(time.Millisecond), rc.cfg.Quiet)
 	}
-	lag := time.Duration(rc.ru.stats.LagMillis.Load()) * time.Millisecond
-	if lag > rc.cfg.Quiet && rc.lastApply.Load() >= from {
+	lag := time.Duration(ru.stats.LagMillis.Load()) * time.Millisecond
+	if lag > rc.cfg.Quiet && ru.lastApply.Load() >= from {
 		return fmt.Sprintf("pipeline behind: the newest message was applied %v after its flush (quiet is %v)", lag, rc.cfg.Quiet)
 	}
 	return ""
@@ -501,8 +471,8 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 	countedAt := time.Now()
 	// 3. Wait until every delta of a change the counts saw has been
 	// applied (the Quiet assumption)...
-	if err := sleep(ctx, time.Until(countedAt.Add(rc.cfg.Quiet))); err != nil {
-		return nil, fmt.Errorf("cannot recount: %w", err)
+	if !backoff.Sleep(ctx, time.Until(countedAt.Add(rc.cfg.Quiet))) {
+		return nil, fmt.Errorf("cannot recount: %w", ctx.Err())
 	}
 	// 4. ...then repair the items whose rows did not change meanwhile,
 	// with no message applied between that check and the write.
@@ -568,7 +538,7 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 		ids[k] = results[c.i].ContentID
 	}
 	now := rc.ru.now()
-	rc.apply.Lock()
+	resume := rc.ru.pauseApplies()
 	behind := rc.behind(countedAt)
 	current, err := rc.st.ReadStats(ctx, ids)
 	var (
@@ -587,7 +557,7 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 			err = rc.st.WriteStats(ctx, writes)
 		}
 	}
-	rc.apply.Unlock()
+	resume()
 	if err != nil {
 		rc.stats.Errors.Add(1)
 		if ctx.Err() != nil {
@@ -702,20 +672,18 @@ func target(before, counted int64, exact bool) int64 {
 
 // changed counts the rows a repair writes.
 func changed(plan []RowResult) int {
-	n := 0
-	for _, r := range plan {
-		if r.After != r.Before {
-			n++
-		}
-	}
-	return n
+	return countRows(plan, func(r RowResult) bool { return r.After != r.Before })
 }
 
 // unrepaired counts the rows left above their count.
 func unrepaired(plan []RowResult) int {
+	return countRows(plan, func(r RowResult) bool { return r.After != r.Counted })
+}
+
+func countRows(plan []RowResult, match func(RowResult) bool) int {
 	n := 0
 	for _, r := range plan {
-		if r.After != r.Counted {
+		if match(r) {
 			n++
 		}
 	}
@@ -779,19 +747,4 @@ func abs(v int64) int64 {
 		return -v
 	}
 	return v
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

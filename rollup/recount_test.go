@@ -457,19 +457,19 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 		wantLikes int64
 	}{
 		{"applied meanwhile", func(t *testing.T, rc *Recounter) {
-			if err := rc.Handle(t.Context(), 100, msg("x", time.Now())); err != nil {
+			if err := rc.ru.Handle(t.Context(), 100, msg("x", time.Now())); err != nil {
 				t.Fatal(err)
 			}
 		}, "changed while the item was counted", 11},
 		{"late message", func(t *testing.T, rc *Recounter) {
-			if err := rc.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
+			if err := rc.ru.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
 				t.Fatal(err)
 			}
 		}, "pipeline behind", 10},
 		{"failed apply", func(t *testing.T, rc *Recounter) {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			if err := rc.Handle(ctx, 100, msg("y", time.Now())); err == nil {
+			if err := rc.ru.Handle(ctx, 100, msg("y", time.Now())); err == nil {
 				t.Fatal("Handle with a cancelled context succeeded")
 			}
 		}, "failed to apply", 10},
@@ -590,13 +590,7 @@ func startPipeline(t *testing.T, quiet, flush time.Duration) *pipeline {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := p.consumer.Run(ctx, p.parts, func(ctx context.Context, seq uint64, data []byte) error {
-			err := p.rc.Handle(ctx, seq, data)
-			if errors.Is(err, ErrPoison) {
-				return natsjs.Permanent(err)
-			}
-			return err
-		})
+		err := p.consumer.Run(ctx, p.parts, p.rc.ru.Handle)
 		if err != nil {
 			t.Errorf("consumer: %v", err)
 		}
@@ -808,20 +802,20 @@ func TestHandleWaitsForRepair(t *testing.T) {
 	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
 	msg := partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1,
 		Sums: []partial.Sum{{ContentID: "x", Counter: "view", Region: "us", Delta: 1}}})
-	rc.apply.Lock()
+	resume := rc.ru.pauseApplies()
 	done := make(chan error, 1)
-	go func() { done <- rc.Handle(t.Context(), 1, msg) }()
+	go func() { done <- rc.ru.Handle(t.Context(), 1, msg) }()
 	select {
 	case err := <-done:
-		rc.apply.Unlock()
+		resume()
 		t.Fatalf("Handle returned (%v) while a repair held the lock", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	if got := rc.ru.Stats().Messages.Load(); got != 0 {
-		rc.apply.Unlock()
+		resume()
 		t.Fatalf("%d messages applied while a repair held the lock", got)
 	}
-	rc.apply.Unlock()
+	resume()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -846,14 +840,14 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 		wantReason string
 	}{
 		{"late message", func(t *testing.T, rc *Recounter) {
-			if err := rc.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
+			if err := rc.ru.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
 				t.Fatal(err)
 			}
 		}, "was applied"},
 		{"failed apply", func(t *testing.T, rc *Recounter) {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			if err := rc.Handle(ctx, 100, msg("y", time.Now())); err == nil {
+			if err := rc.ru.Handle(ctx, 100, msg("y", time.Now())); err == nil {
 				t.Fatal("Handle with a cancelled context succeeded")
 			}
 			// Well past the quiet period: still not applied since.

@@ -2,7 +2,6 @@ package rollup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -15,8 +14,17 @@ import (
 )
 
 // ErrPoison marks a message that can never be applied (it does not decode or
-// breaks the key rules). The caller must drop it rather than retry.
-var ErrPoison = errors.New("poison message")
+// breaks the key rules). The caller must drop it rather than retry. It has
+// a method Permanent() reporting true, by which a broker consumer that
+// knows the convention (natsjs) terminates the message without being told.
+var ErrPoison error = poisonError{}
+
+type poisonError struct{}
+
+func (poisonError) Error() string { return "poison message" }
+
+// Permanent reports that a poison message can never be applied.
+func (poisonError) Permanent() bool { return true }
 
 // StatsStore is what the rollup needs of ContentStats: read every scope row
 // of some items in one lookup, and write rows as plain values.
@@ -46,6 +54,19 @@ type Rollup struct {
 	stats  Stats
 	pool   sync.Pool // *partial.Batch
 	trend  *trender  // nil: trending off (EnableTrending)
+
+	// applies is held shared by every Apply and exclusively by a recount
+	// repair (Recounter) while it re-reads an item's rows and writes them:
+	// no message is applied between the check that the rows did not
+	// change and the write of their repair.
+	applies sync.RWMutex
+	// lastApply and lastFail are when Apply last applied a message and
+	// last failed to (Unix nanoseconds).
+	lastApply, lastFail atomic.Int64
+	// failing: the last message Apply saw failed and none has been
+	// applied since, so its deltas are still in flight (the broker
+	// redelivers it, however long its retry backoff).
+	failing atomic.Bool
 }
 
 // New returns a Rollup writing to st. now may be nil (time.Now).
@@ -106,7 +127,29 @@ func (d *delta) add(counter string, v int64) {
 // seq, to the global and regional rows of their items. Rows that already
 // hold seq are left alone. On error some rows may have been written; a
 // retry of the same message completes the rest without double counting.
+// It never runs while a recount repair re-reads and writes rows.
 func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error {
+	r.applies.RLock()
+	defer r.applies.RUnlock()
+	err := r.apply(ctx, seq, b)
+	if err != nil {
+		r.lastFail.Store(time.Now().UnixNano())
+		r.failing.Store(true)
+	} else {
+		r.lastApply.Store(time.Now().UnixNano())
+		r.failing.Store(false)
+	}
+	return err
+}
+
+// pauseApplies waits for the applies in progress and holds every other
+// off until resume is called.
+func (r *Rollup) pauseApplies() (resume func()) {
+	r.applies.Lock()
+	return r.applies.Unlock
+}
+
+func (r *Rollup) apply(ctx context.Context, seq uint64, b *partial.Batch) error {
 	deltas := make(map[rowKey]*delta)
 	var ids []string
 	get := func(k rowKey) *delta {

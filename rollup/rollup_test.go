@@ -191,8 +191,14 @@ func TestHandleRejectsPoison(t *testing.T) {
 		{0xff, 0xff},
 		partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Sums: []partial.Sum{{ContentID: "bad id", Counter: "view", Delta: 1}}}),
 	} {
-		if err := r.Handle(context.Background(), 1, data); !errors.Is(err, ErrPoison) {
+		err := r.Handle(context.Background(), 1, data)
+		if !errors.Is(err, ErrPoison) {
 			t.Errorf("Handle(%x) error = %v, want ErrPoison", data, err)
+		}
+		// A broker consumer terminates it without an adapter.
+		var p interface{ Permanent() bool }
+		if !errors.As(err, &p) || !p.Permanent() {
+			t.Errorf("Handle(%x) error = %v, want one that reports Permanent() true", data, err)
 		}
 	}
 	if len(st.snapshot()) != 0 {

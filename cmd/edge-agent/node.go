@@ -8,17 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/edgecount/edgecount/cmd/internal/cli"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
@@ -27,9 +25,8 @@ import (
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
-	"github.com/edgecount/edgecount/rollup"
+	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
-	"github.com/edgecount/edgecount/store/embedded"
 )
 
 // agentStore is what the agent process needs of a store, embedded or
@@ -37,8 +34,7 @@ import (
 type agentStore interface {
 	region.ReactionStore
 	region.StatsReader
-	rollup.RecountStore
-	rollup.TrendingStore
+	rollupd.Store
 	region.TrendingReader
 	Ping(ctx context.Context) error
 	Close() error
@@ -54,44 +50,44 @@ type node struct {
 	store     agentStore
 	broker    *natsjs.Server // standalone only
 	bus       *natsjs.Client
-	consumer  *natsjs.Consumer // standalone only
-	parts     []uint32
-	rollup    *rollup.Rollup      // standalone only
-	recount   *rollup.Recounter   // standalone only
+	rollup    *rollupd.Process    // standalone only
 	directory *redisdir.Directory // with Redis only
 	gossip    *gossip.Node        // with gossip.bind only
 	agent     *region.Agent
 	httpSrv   *http.Server
 	ln        net.Listener
 
+	// The components that run on goroutines (HTTP, the rollup, the
+	// gossip broadcaster) run under group; failed is done when one of
+	// them failed. Each has its own stop, called in order by Shutdown.
+	group      *errgroup.Group
+	failed     context.Context
 	stopRollup context.CancelFunc
+	rollupDone chan struct{}
 	stopShare  context.CancelFunc
-	wg         sync.WaitGroup
-	failed     chan error
 }
 
+// startTimeout bounds the start-up (store, broker, stream, directory,
+// gossip join); ctx (a signal) ends it sooner.
+const startTimeout = 60 * time.Second
+
 // startNode opens or connects to everything and starts serving. On error
-// it stops what it had started.
-func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
-	n := &node{logger: logger, failed: make(chan error, 2)}
+// it stops what it had started. ctx bounds the start-up only.
+func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *node, err error) {
+	n := &node{logger: logger}
 	defer func() {
 		if err != nil {
 			n.close()
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	stream := cfg.StreamConfig()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var ru *rollup.Rollup
+	reg := cli.Registry()
 	var regs []error
 
 	if cfg.Standalone() {
-		if err := os.MkdirAll(cfg.Agent.Data, 0o750); err != nil {
-			return nil, fmt.Errorf("cannot create data directory: %w", err)
-		}
-		es, err := embedded.Open(embedded.Config{Path: filepath.Join(cfg.Agent.Data, "edgecount.db"), Timeout: 5 * time.Second})
+		es, err := cli.OpenEmbedded(cfg.Agent.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -128,41 +124,14 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 
 	if cfg.Standalone() {
 		// The rollup consumes every partition in-process.
-		ru = rollup.New(n.store, nil, logger)
-		if err := ru.EnableTrending(cfg.RollupTrendingConfig(), n.store); err != nil {
+		parts := make([]uint32, cfg.Partitions)
+		for p := range parts {
+			parts[p] = uint32(p)
+		}
+		if n.rollup, err = rollupd.New(n.bus, n.store, cli.RollupConfig(cfg, parts, logger)); err != nil {
 			return nil, err
 		}
-		n.rollup = ru
-		// Every message is applied through the recounter, which keeps its
-		// repairs out of the way of the apply (see rollup/doc.go).
-		rcfg := cfg.RecountConfig()
-		rcfg.Owned = nil
-		if n.recount, err = rollup.NewRecounter(ru, n.store, rcfg, logger); err != nil {
-			return nil, err
-		}
-		n.consumer = n.bus.Consumer(cfg.ConsumerConfig(logger))
-		for p := 0; p < cfg.Partitions; p++ {
-			n.parts = append(n.parts, uint32(p))
-		}
-		rctx, rcancel := context.WithCancel(context.Background())
-		n.stopRollup = rcancel
-		n.wg.Add(3)
-		go func() {
-			defer n.wg.Done()
-			ru.RunTrending(rctx)
-		}()
-		go func() {
-			defer n.wg.Done()
-			if err := n.consumer.Run(rctx, n.parts, rollupHandler(n.recount)); err != nil {
-				n.failed <- fmt.Errorf("rollup consumer: %w", err)
-			}
-		}()
-		go func() {
-			defer n.wg.Done()
-			if err := n.recount.Run(rctx); err != nil {
-				logger.Warn("recount stopped with an error", "err", err)
-			}
-		}()
+		regs = append(regs, n.rollup.RegisterMetrics(reg))
 	}
 
 	checks := []region.Check{{Name: "store", Fn: n.store.Ping}, {Name: "nats", Fn: n.bus.Ping}}
@@ -211,21 +180,10 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 			return nil, err
 		}
 		n.agent.SetPeers(gossipPeers{n.gossip})
-		sctx, scancel := context.WithCancel(context.Background())
-		n.stopShare = scancel
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			shareSummaries(sctx, n.gossip, n.agent, max(cfg.Agent.FlushInterval, time.Second), logger)
-		}()
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
 	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent))
-	if ru != nil {
-		regs = append(regs, metrics.RegisterRollup(reg, ru), metrics.RegisterRollupTrending(reg, ru),
-			metrics.RegisterConsumer(reg, n.consumer), metrics.RegisterRecount(reg, n.recount))
-	}
 	if n.directory != nil {
 		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
 	}
@@ -244,9 +202,9 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 		cluster = n.gossip.ClusterHandler()
 	}
 	var admin http.Handler
-	if n.recount != nil {
+	if n.rollup != nil {
 		// The in-process rollup's admin routes (keep the address private).
-		admin = httpapi.NewAdmin(n.recount, logger)
+		admin = httpapi.NewAdmin(n.rollup.Recounter(), logger)
 	}
 	n.httpSrv = &http.Server{
 		Handler:           routes(handler, cluster, admin),
@@ -255,13 +213,7 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		if err := n.httpSrv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.failed <- fmt.Errorf("http: %w", err)
-		}
-	}()
+	n.startComponents(max(cfg.Agent.FlushInterval, time.Second))
 	mode := "standalone"
 	if !cfg.Standalone() {
 		mode = "region"
@@ -269,6 +221,37 @@ func startNode(cfg config.Config, logger *slog.Logger) (_ *node, err error) {
 	logger.Info("started", "component", "edge-agent", "mode", mode, "region", cfg.Region,
 		"agent", cfg.Agent.ID, "http", n.Addr(), "partitions", cfg.Partitions)
 	return n, nil
+}
+
+// startComponents starts the goroutines of the node under one errgroup:
+// the HTTP server, the in-process rollup and the gossip broadcaster (every
+// shareEvery). None of them stops before Shutdown stops it, unless it
+// fails.
+func (n *node) startComponents(shareEvery time.Duration) {
+	n.group, n.failed = errgroup.WithContext(context.Background())
+	n.group.Go(func() error {
+		if err := n.httpSrv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	if n.rollup != nil {
+		var ctx context.Context
+		ctx, n.stopRollup = context.WithCancel(context.Background())
+		n.rollupDone = make(chan struct{})
+		n.group.Go(func() error {
+			defer close(n.rollupDone)
+			return n.rollup.Run(ctx)
+		})
+	}
+	if n.gossip != nil {
+		var ctx context.Context
+		ctx, n.stopShare = context.WithCancel(context.Background())
+		n.group.Go(func() error {
+			shareSummaries(ctx, n.gossip, n.agent, shareEvery, n.logger)
+			return nil
+		})
+	}
 }
 
 // routes sends /v1/cluster to cluster, /admin/… to admin (when not nil)
@@ -300,27 +283,46 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 	w.Write(append(b, '\n'))
 }
 
-// rollupHandler adapts the rollup to the consumer: a message that can
-// never be applied is dropped (terminated), anything else is retried.
-func rollupHandler(ru *rollup.Recounter) natsjs.Handler {
-	return func(ctx context.Context, seq uint64, data []byte) error {
-		err := ru.Handle(ctx, seq, data)
-		if errors.Is(err, rollup.ErrPoison) {
-			return natsjs.Permanent(err)
-		}
-		return err
-	}
-}
-
 // Addr is the HTTP listen address.
 func (n *node) Addr() string { return n.ln.Addr().String() }
 
-// Failed delivers the error of a component that stopped on its own.
-func (n *node) Failed() <-chan error { return n.failed }
+// Failed is done when a component stopped on its own; its error is
+// context.Cause(Failed()), and Shutdown returns it.
+func (n *node) Failed() <-chan struct{} { return n.failed.Done() }
 
-// Shutdown stops in order: HTTP intake, the agent's final flush and
-// publish, the rollup once it has applied everything published, the
-// broker connection, the broker, the store.
+// wait runs the node until ctx ends or a component fails, then shuts it
+// down within timeout. It returns the failed component's error and those of
+// the steps that did not complete.
+func (n *node) wait(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-ctx.Done():
+		n.logger.Info("stopping", "cause", context.Cause(ctx))
+	case <-n.Failed():
+		n.logger.Error("a component failed, stopping")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	if err := n.Shutdown(sctx); err != nil {
+		return err
+	}
+	n.logger.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Shutdown stops the node in this order:
+//
+//  1. stop intake: HTTP takes no new request and finishes those in flight;
+//  2. final flush: the agent flushes its counters and publishes its outbox;
+//  3. drain NATS: the in-process rollup applies everything published,
+//     stops and writes its last trending lists; the broker connection
+//     drains and closes;
+//  4. leave gossip: peers drop this agent's summaries now rather than when
+//     they find it dead;
+//  5. close stores: the directory, the broker, the store.
+//
+// It returns the error of a component that failed, and an error for each
+// step that did not complete (the rest still runs).
 func (n *node) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := n.httpSrv.Shutdown(ctx); err != nil {
@@ -329,8 +331,19 @@ func (n *node) Shutdown(ctx context.Context) error {
 	if err := n.agent.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if n.rollup != nil {
+		select {
+		case <-n.rollupDone: // failed; its error comes from the group
+		default:
+			if err := n.rollup.WaitApplied(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		n.stopRollup()
+		<-n.rollupDone
+	}
+	n.closeBus()
 	if n.gossip != nil {
-		// After the final flush: peers drop this agent's summaries now.
 		n.stopShare()
 		if err := n.gossip.Leave(5 * time.Second); err != nil {
 			// Peers then see a failure instead of a leave; nothing is
@@ -338,48 +351,26 @@ func (n *node) Shutdown(ctx context.Context) error {
 			n.logger.Warn("cannot leave the gossip cluster cleanly", "err", err)
 		}
 	}
-	if n.consumer != nil {
-		if err := n.waitApplied(ctx); err != nil {
-			errs = append(errs, err)
-		} else if err := n.rollup.WriteTrending(ctx); err != nil {
-			// The lists of the final flush; the next start rebuilds them.
-			errs = append(errs, err)
-		}
-	}
+	failed := n.group.Wait()
 	n.close()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return errors.Join(failed, fmt.Errorf("cannot stop cleanly: %w", err))
+	}
+	return failed
 }
 
-// waitApplied waits until the rollup has applied every published message.
-func (n *node) waitApplied(ctx context.Context) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		pending, err := n.consumer.Pending(ctx, n.parts)
-		if err == nil && pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("rollup did not apply %d pending messages before stopping (they are kept by the broker and applied at next start): %w", pending, ctx.Err())
-		case <-t.C:
-		}
+// closeBus drains the broker connection.
+func (n *node) closeBus() {
+	if n.bus != nil {
+		cli.Close(n.logger, n.bus, "drain broker connection")
 	}
 }
 
-// close releases everything that was started, in reverse order. It is used
-// both by Shutdown and on a failed start.
+// close releases everything that was opened, in reverse order. It ends
+// Shutdown, and undoes a failed start (when no component runs yet).
 func (n *node) close() {
-	if n.httpSrv != nil {
-		n.httpSrv.Close()
-	} else if n.ln != nil {
-		n.ln.Close()
-	}
-	if n.stopRollup != nil {
-		n.stopRollup()
-	}
-	if n.stopShare != nil {
-		n.stopShare()
+	if n.ln != nil {
+		n.ln.Close() // closed already if it was served
 	}
 	if n.agent != nil {
 		// After Shutdown this returns at once; after a failed start it
@@ -390,28 +381,17 @@ func (n *node) close() {
 		}
 		cancel()
 	}
-	n.wg.Wait()
 	if n.gossip != nil {
-		if err := n.gossip.Close(); err != nil {
-			n.logger.Warn("cannot close gossip", "err", err)
-		}
+		cli.Close(n.logger, n.gossip, "close gossip")
 	}
 	if n.directory != nil {
-		if err := n.directory.Close(); err != nil {
-			n.logger.Warn("cannot close directory", "err", err)
-		}
+		cli.Close(n.logger, n.directory, "close directory")
 	}
-	if n.bus != nil {
-		if err := n.bus.Close(); err != nil {
-			n.logger.Warn("cannot drain broker connection", "err", err)
-		}
-	}
+	n.closeBus()
 	if n.broker != nil {
 		n.broker.Shutdown()
 	}
 	if n.store != nil {
-		if err := n.store.Close(); err != nil {
-			n.logger.Warn("cannot close store", "err", err)
-		}
+		cli.Close(n.logger, n.store, "close store")
 	}
 }

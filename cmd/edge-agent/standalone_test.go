@@ -23,12 +23,17 @@ import (
 // startTestNode starts a standalone node on a random port under dir.
 func startTestNode(t testing.TB, dir string, flush time.Duration) *node {
 	t.Helper()
-	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", dir, "--region", "local", "--flush-interval", flush.String()},
-		func(string) string { return "" }, io.Discard)
+	return startNodeArgs(t, "--http", "127.0.0.1:0", "--data", dir, "--region", "local", "--flush-interval", flush.String())
+}
+
+// startNodeArgs starts a node configured by flags alone.
+func startNodeArgs(t testing.TB, args ...string) *node {
+	t.Helper()
+	cfg, err := loadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := startNode(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +295,7 @@ func TestStartFailureReleasesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
+	if _, err := startNode(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cannot listen") {
 		t.Fatalf("start on a taken port: err = %v, want cannot listen", err)
 	}
 	n := startTestNode(t, dir, time.Second) // store and broker were released

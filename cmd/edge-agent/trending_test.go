@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,15 +57,7 @@ func TestStandaloneTrending(t *testing.T) {
 	if err := os.WriteFile(file, []byte("trending:\n  interval: 50ms\n  counters: [like, view]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig([]string{"--config", file, "--http", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--flush-interval", "50ms"},
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := startNode(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startNodeArgs(t, "--config", file, "--http", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--flush-interval", "50ms")
 	base := "http://" + n.Addr()
 	call(t, "POST", base+"/v1/increments", map[string]any{"increments": []map[string]any{
 		{"content_id": "video-1", "counter": "view", "delta": 5},

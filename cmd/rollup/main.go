@@ -20,193 +20,153 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/edgecount/edgecount/cmd/internal/cli"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/rollup"
+	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
-	"github.com/edgecount/edgecount/store/embedded"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "rollup:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("rollup", run) }
 
 // loadConfig builds the configuration from defaults, the --config file,
 // EDGECOUNT_* variables and flags (weakest first), listing every problem.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
-	cfg := config.Default()
-	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("config", getenv("EDGECOUNT_CONFIG"), "YAML configuration `file`, e.g. deploy/regions/us-east.yaml (env EDGECOUNT_CONFIG)")
-	httpAddr := fs.String("http", "", "HTTP `address` for /healthz, /readyz, /metrics (default 127.0.0.1:8081; env EDGECOUNT_ROLLUP_HTTP)")
-	data := fs.String("data", "", "embedded store `directory` when no Cassandra is configured (env EDGECOUNT_ROLLUP_DATA)")
-	natsURL := fs.String("nats", "", "NATS `url` (env EDGECOUNT_NATS_URL)")
-	owned := fs.String("owned", "", "comma-separated `partitions` this instance consumes (default: all)")
-	level := fs.String("log-level", "", "log `level` (env EDGECOUNT_LOG_LEVEL)")
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if *file != "" {
-		if err := cfg.LoadFile(*file); err != nil {
-			return cfg, err
-		}
-	}
-	errs := []error{cfg.ApplyEnv(getenv)}
-	set := func(v string, dst *string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(*httpAddr, &cfg.Rollup.HTTP)
-	set(*data, &cfg.Rollup.Data)
-	set(*natsURL, &cfg.NATS.URL)
-	set(*level, &cfg.LogLevel)
-	if *owned != "" {
-		cfg.Rollup.Owned = nil
-		for _, f := range strings.Split(*owned, ",") {
-			p, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("owned: %q is not a number", f))
-				continue
+	return cli.LoadConfig("rollup", config.RoleRollup, args, getenv, stderr, func(fs *flag.FlagSet) func(*config.Config) error {
+		httpAddr := fs.String("http", "", "HTTP `address` for /healthz, /readyz, /metrics (default 127.0.0.1:8081; env EDGECOUNT_ROLLUP_HTTP)")
+		data := fs.String("data", "", "embedded store `directory` when no Cassandra is configured (env EDGECOUNT_ROLLUP_DATA)")
+		natsURL := fs.String("nats", "", "NATS `url` (env EDGECOUNT_NATS_URL)")
+		owned := fs.String("owned", "", "comma-separated `partitions` this instance consumes (default: all)")
+		return func(cfg *config.Config) error {
+			cli.Override(&cfg.Rollup.HTTP, *httpAddr)
+			cli.Override(&cfg.Rollup.Data, *data)
+			cli.Override(&cfg.NATS.URL, *natsURL)
+			if *owned == "" {
+				return nil
 			}
-			cfg.Rollup.Owned = append(cfg.Rollup.Owned, p)
+			var errs []error
+			cfg.Rollup.Owned = nil
+			for _, f := range strings.Split(*owned, ",") {
+				p, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					errs = append(errs, fmt.Errorf("owned: %q is not a number", f))
+					continue
+				}
+				cfg.Rollup.Owned = append(cfg.Rollup.Owned, p)
+			}
+			return errors.Join(errs...)
 		}
-	}
-	errs = append(errs, cfg.Finish(config.RoleRollup))
-	return cfg, errors.Join(errs...)
+	})
 }
 
 // rollupStore is what the rollup process needs of a store.
 type rollupStore interface {
-	rollup.RecountStore
-	rollup.TrendingStore
+	rollupd.Store
 	Ping(ctx context.Context) error
 	Close() error
 }
+
+// process is a started rollup process: store, broker connection, the
+// rollup itself and its HTTP server.
+type process struct {
+	logger *slog.Logger
+	st     rollupStore
+	bus    *natsjs.Client
+	proc   *rollupd.Process
+	srv    *http.Server
+	ln     net.Listener
+}
+
+// startTimeout bounds the start-up (store, broker, stream); a signal ends
+// it sooner.
+const startTimeout = 60 * time.Second
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.Level()})).With("component", "rollup")
-	var owned []uint32
-	for p := 0; p < cfg.Partitions; p++ {
-		if len(cfg.Rollup.Owned) == 0 || slices.Contains(cfg.Rollup.Owned, p) {
-			owned = append(owned, uint32(p))
-		}
+	logger := cli.Logger(stderr, cfg).With("component", "rollup")
+	p, err := start(ctx, cfg, logger)
+	if err != nil {
+		return cli.StartFailed(ctx, logger, err)
 	}
-
-	var st rollupStore
-	if len(cfg.Cassandra.Hosts) > 0 {
-		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		st, err = cassandra.Open(octx, cfg.CassandraConfig())
-		cancel()
+	if g := p.proc.Group(); g != nil {
+		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s member=%s sharing %d partitions (handover within %v)\n",
+			p.ln.Addr(), cfg.NATS.URL, g.MemberID(), cfg.Partitions, g.Config().HandoverBound())
 	} else {
-		if err := os.MkdirAll(cfg.Rollup.Data, 0o750); err != nil {
-			return fmt.Errorf("cannot create data directory: %w", err)
+		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", p.ln.Addr(), cfg.NATS.URL, p.proc.Partitions())
+	}
+	if err := p.run(ctx); err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// start opens the store, connects to the broker, builds the rollup and
+// listens. On error it closes what it had opened.
+func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *process, err error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	p := &process{logger: logger}
+	defer func() {
+		if err != nil {
+			p.close()
 		}
-		st, err = embedded.Open(embedded.Config{Path: filepath.Join(cfg.Rollup.Data, "edgecount.db"), Timeout: 5 * time.Second})
+	}()
+	if len(cfg.Cassandra.Hosts) > 0 {
+		p.st, err = cassandra.Open(ctx, cfg.CassandraConfig())
+	} else {
+		p.st, err = cli.OpenEmbedded(cfg.Rollup.Data)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer st.Close()
-	bus, err := natsjs.Dial(cfg.ConnConfig("rollup"), logger)
-	if err != nil {
-		return err
+	if p.bus, err = natsjs.Dial(cfg.ConnConfig("rollup"), logger); err != nil {
+		return nil, err
 	}
-	defer bus.Close()
-	stream := cfg.StreamConfig()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = bus.EnsureStream(sctx, stream)
-	cancel()
-	if err != nil {
-		return err
+	if err := p.bus.EnsureStream(ctx, cfg.StreamConfig()); err != nil {
+		return nil, err
 	}
-	ru := rollup.New(st, nil, logger)
-	if err := ru.EnableTrending(cfg.RollupTrendingConfig(), st); err != nil {
-		return err
+	var owned []uint32 // none: share every partition with the group
+	for part := 0; part < cfg.Partitions && len(cfg.Rollup.Owned) > 0; part++ {
+		if slices.Contains(cfg.Rollup.Owned, part) {
+			owned = append(owned, uint32(part))
+		}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metricErrs := []error{metrics.RegisterRollup(reg, ru), metrics.RegisterRollupTrending(reg, ru)}
-	if cs, ok := st.(*cassandra.Store); ok {
+	if p.proc, err = rollupd.New(p.bus, p.st, cli.RollupConfig(cfg, owned, logger)); err != nil {
+		return nil, err
+	}
+	reg := cli.Registry()
+	metricErrs := []error{p.proc.RegisterMetrics(reg)}
+	if cs, ok := p.st.(*cassandra.Store); ok {
 		metricErrs = append(metricErrs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
 	}
-
-	// Every message is applied through the recounter, which keeps its
-	// repairs out of the way of the apply (see rollup/doc.go).
-	rcfg := cfg.RecountConfig()
-	var (
-		consume func(ctx context.Context, h natsjs.Handler) error
-		group   *natsjs.GroupConsumer
-	)
-	if len(cfg.Rollup.Owned) == 0 {
-		// Shared partitions: each is pinned to one rollup at a time. The
-		// recount repairs the partitions the membership assigns to this
-		// rollup (pinned or idle; a repair also needs the item's rows
-		// unchanged for the quiet period, which a handover in progress
-		// breaks), and trending state of a partition that moves away is
-		// dropped.
-		gcfg := cfg.GroupConfig(logger)
-		gcfg.OnRelease = func(p uint32, handedBack bool) {
-			if handedBack {
-				// Still the partition's writer: store its last lists.
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := ru.WriteTrendingPartition(ctx, p); err != nil {
-					logger.Warn("cannot write the last trending lists of a partition handed back", "partition", p, "err", err)
-				}
-				cancel()
-			}
-			ru.ForgetTrending(p)
-		}
-		group = bus.GroupConsumer(gcfg)
-		rcfg.Owned = nil
-		rcfg.Owns = func(p uint32) bool { return slices.Contains(group.Assigned(), p) }
-		metricErrs = append(metricErrs, metrics.RegisterGroupConsumer(reg, group))
-		consume = group.Run
-		owned = nil
-	} else {
-		consumer := bus.Consumer(cfg.ConsumerConfig(logger))
-		rcfg.Owned = owned
-		metricErrs = append(metricErrs, metrics.RegisterConsumer(reg, consumer))
-		consume = func(ctx context.Context, h natsjs.Handler) error { return consumer.Run(ctx, owned, h) }
-	}
-	rc, err := rollup.NewRecounter(ru, st, rcfg, logger)
-	if err != nil {
-		return err
-	}
-	metricErrs = append(metricErrs, metrics.RegisterRecount(reg, rc))
 	if err := errors.Join(metricErrs...); err != nil {
-		return err
+		return nil, err
 	}
+	p.srv = &http.Server{Handler: newMux(p.st, p.bus, reg, p.proc.Recounter(), logger), ReadHeaderTimeout: 5 * time.Second}
+	if p.ln, err = net.Listen("tcp", cfg.Rollup.HTTP); err != nil {
+		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
+	}
+	return p, nil
+}
+
+// newMux serves the rollup's health, readiness, metrics and admin routes.
+func newMux(st rollupStore, bus *natsjs.Client, reg *prometheus.Registry, rc *rollup.Recounter, logger *slog.Logger) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -223,57 +183,61 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("/admin/", httpapi.NewAdmin(rc, logger))
-	ln, err := net.Listen("tcp", cfg.Rollup.HTTP)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	if group != nil {
-		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s member=%s sharing %d partitions (handover within %v)\n",
-			ln.Addr(), cfg.NATS.URL, group.MemberID(), cfg.Partitions, group.Config().HandoverBound())
-	} else {
-		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", ln.Addr(), cfg.NATS.URL, owned)
-	}
+	return mux
+}
 
-	// The recount job and the trending writer run beside the consumer and
-	// stop with it.
-	rctx, stopRecount := context.WithCancel(ctx)
-	recountDone, trendingDone := make(chan error, 1), make(chan struct{})
-	go func() { recountDone <- rc.Run(rctx) }()
-	go func() { defer close(trendingDone); ru.RunTrending(rctx) }()
-	// The consumer runs until ctx ends; a message being applied when the
-	// signal arrives is finished or left unacknowledged for redelivery.
-	runErr := consume(ctx, func(ctx context.Context, seq uint64, data []byte) error {
-		err := rc.Handle(ctx, seq, data)
-		if errors.Is(err, rollup.ErrPoison) {
-			return natsjs.Permanent(err)
-		}
-		return err
+// httpStopTimeout bounds the wait for HTTP requests in flight at stop.
+const httpStopTimeout = 10 * time.Second
+
+// run runs the rollup and the HTTP server under one errgroup until ctx
+// ends or one of them fails, and stops in this order:
+//
+//  1. stop intake: the consumer stops pulling (a message being applied is
+//     finished or left unacknowledged for redelivery), the recount job and
+//     the trending writer stop;
+//  2. final flush: the trending lists of what was applied since the last
+//     periodic write are stored (rollupd.Process.Run);
+//  3. the HTTP server stops (it answered /metrics and /readyz until now);
+//  4. drain NATS: the connection flushes pending acks and closes;
+//  5. close the store.
+//
+// It returns the first component's error, nil after a clean stop.
+func (p *process) run(ctx context.Context) error {
+	defer p.close()
+	g, gctx := errgroup.WithContext(ctx)
+	rollupDone := make(chan struct{})
+	g.Go(func() error {
+		defer close(rollupDone)
+		return p.proc.Run(gctx)
 	})
-	stopRecount()
-	<-trendingDone
-	if group == nil {
-		// The last trending lists of the partitions applied since the
-		// last periodic write (a group member wrote each partition's as
-		// it handed the partition back).
-		tctx, cancelT := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := ru.WriteTrending(tctx); err != nil {
-			logger.Warn("cannot write the last trending lists", "err", err)
+	g.Go(func() error {
+		if err := p.srv.Serve(p.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
 		}
-		cancelT()
+		return nil
+	})
+	g.Go(func() error {
+		<-rollupDone // ctx ended or a component failed, and the rollup has stopped
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpStopTimeout)
+		defer cancel()
+		if err := p.srv.Shutdown(sctx); err != nil {
+			p.logger.Warn("cannot stop http cleanly", "err", err)
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// close drains the broker connection and closes the store (steps 4 and 5
+// of run), or releases what a failed start had opened.
+func (p *process) close() {
+	if p.ln != nil {
+		p.ln.Close() // closed already if it was served
 	}
-	if err := <-recountDone; err != nil {
-		logger.Warn("recount stopped with an error", "err", err)
+	if p.bus != nil {
+		cli.Close(p.logger, p.bus, "drain broker connection")
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("cannot stop http cleanly", "err", err)
+	if p.st != nil {
+		cli.Close(p.logger, p.st, "close store")
 	}
-	if runErr != nil {
-		return fmt.Errorf("consumer: %w", runErr)
-	}
-	logger.Info("stopped")
-	return nil
 }

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/partial"
@@ -119,6 +122,73 @@ func TestRollupProcess(t *testing.T) {
 	}
 }
 
+// TestFailedComponentFailsTheProcess: a component that stops on its own
+// stops the others, and run's error reports it, so the process exits
+// non-zero.
+func TestFailedComponentFailsTheProcess(t *testing.T) {
+	tests := []struct {
+		name    string
+		fail    func(p *process)
+		wantErr string
+	}{
+		{"http listener", func(p *process) { p.ln.Close() }, "http:"},
+		{"consumer", func(p *process) { p.bus.Close() }, "rollup consumer:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := natsjs.StartServer(natsjs.ServerConfig{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Shutdown()
+			cfg, err := loadConfig([]string{"--nats", srv.ClientURL(), "--data", t.TempDir(), "--http", "127.0.0.1:0", "--owned", "0,1"},
+				func(string) string { return "" }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := start(t.Context(), cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.fail(p)
+			done := make(chan error, 1)
+			go func() { done <- p.run(context.Background()) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the rollup did not stop after its %s failed", tt.name)
+			}
+		})
+	}
+}
+
+// TestSignalDuringStartUp: a signal while the rollup starts ends the
+// start-up at once, cleanly, without serving.
+func TestSignalDuringStartUp(t *testing.T) {
+	srv, err := natsjs.StartServer(natsjs.ServerConfig{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout strings.Builder
+	begin := time.Now()
+	err = run(ctx, []string{"--nats", srv.ClientURL(), "--data", t.TempDir(), "--http", "127.0.0.1:0"}, func(string) string { return "" }, &stdout, io.Discard)
+	if err != nil {
+		t.Fatalf("run = %v, want nil (a requested stop)", err)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("run took %v after the signal, want a prompt return", took)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("run started serving after the signal: %q", stdout.String())
+	}
+}
+
 func get(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -171,3 +241,5 @@ func TestRecountConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // maxApplyAttempts bounds how often a reload re-reads because invalidations
@@ -14,24 +16,15 @@ import (
 // own counter, so giving up loses nothing).
 const maxApplyAttempts = 3
 
-// backoff returns the wait after the n-th consecutive failure (n >= 1):
-// 50 ms doubling to at most one second.
-func backoff(n int) time.Duration {
-	return min(50*time.Millisecond<<min(n-1, 5), time.Second)
-}
+// retryMin and retryMax bound the wait after consecutive failures to reach
+// Redis: 50 ms doubling to at most one second.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = time.Second
+)
 
-// sleep waits for d or until ctx is done, and reports whether ctx is still
-// alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// retryDelay returns the wait after the n-th consecutive failure (n >= 1).
+func retryDelay(n int) time.Duration { return backoff.Delay(retryMin, retryMax, n) }
 
 // fetchLoop serves the miss queue: it takes one miss, adds whatever else is
 // queued up to BatchSize, and fetches them in one round trip. After a
@@ -67,7 +60,7 @@ func (d *Directory) fetchLoop() {
 		}
 		failures++
 		d.warnFetch("cannot fetch directory entries; answering defaults", err)
-		if !sleep(ctx, backoff(failures)) {
+		if !backoff.Sleep(ctx, retryDelay(failures)) {
 			return
 		}
 	}
@@ -194,7 +187,7 @@ func (d *Directory) maintainLoop() {
 			d.stats.resyncErrors.Add(1)
 			failures++
 			d.warnFetch("cannot re-read the directory cache; keeping cached entries", err)
-			retry.Reset(backoff(failures))
+			retry.Reset(retryDelay(failures))
 			continue
 		}
 		failures = 0

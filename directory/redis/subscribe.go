@@ -7,6 +7,8 @@ import (
 	"net"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // subscribeLoop receives invalidations. go-redis reconnects and
@@ -56,7 +58,7 @@ func (d *Directory) subscribeLoop() {
 			pinged = false
 			d.setDown(err)
 			failures++
-			if !sleep(ctx, backoff(failures)) {
+			if !backoff.Sleep(ctx, retryDelay(failures)) {
 				return
 			}
 			continue

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestFailedComponentFailsTheProcess: a component that stops on its own
+// (here the HTTP listener) stops the node, and run's error reports it, so
+// the process exits non-zero.
+func TestFailedComponentFailsTheProcess(t *testing.T) {
+	n := startTestNode(t, t.TempDir(), time.Second)
+	n.ln.Close()
+	done := make(chan error, 1)
+	go func() { done <- n.wait(context.Background(), 30*time.Second) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "http:") {
+			t.Fatalf("wait = %v, want the HTTP server's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop after its HTTP listener failed")
+	}
+}
+
+// TestSignalDuringStartUp: a signal while the node starts ends the start-up
+// at once, cleanly, without serving.
+func TestSignalDuringStartUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout bytes.Buffer
+	start := time.Now()
+	err := run(ctx, []string{"--http", "127.0.0.1:0", "--data", t.TempDir()}, func(string) string { return "" }, &stdout, io.Discard)
+	if err != nil {
+		t.Fatalf("run = %v, want nil (a requested stop)", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("run took %v after the signal, want a prompt return", took)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("run started serving after the signal: %q", stdout.String())
+	}
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/edgecount/edgecount/config"
+)
+
+func TestLoadConfig(t *testing.T) {
+	none := func(*flag.FlagSet) func(*config.Config) error { return func(*config.Config) error { return nil } }
+	env := func(k string) string { return map[string]string{"EDGECOUNT_LOG_LEVEL": "warn"}[k] }
+	tests := []struct {
+		name      string
+		args      []string
+		wantLevel string
+		wantErr   string
+	}{
+		{"environment", nil, "warn", ""},
+		{"flag over environment", []string{"--log-level", "debug"}, "debug", ""},
+		{"extra argument", []string{"extra"}, "", `unexpected arguments: ["extra"]`},
+		{"unknown flag", []string{"--nope"}, "", "flag provided but not defined: -nope"},
+		{"missing file", []string{"--config", "does-not-exist.yaml"}, "", "does-not-exist.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := LoadConfig("test", config.RoleAgent, tt.args, env, io.Discard, none)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadConfig(%q) error = %v, want one containing %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("LoadConfig(%q): %v", tt.args, err)
+			}
+			if cfg.LogLevel != tt.wantLevel {
+				t.Errorf("LoadConfig(%q) log level = %q, want %q", tt.args, cfg.LogLevel, tt.wantLevel)
+			}
+		})
+	}
+}
+
+// TestLoadConfigListsEveryProblem: a bad flag value of the command's own and
+// a bad environment variable are both reported.
+func TestLoadConfigListsEveryProblem(t *testing.T) {
+	own := func(fs *flag.FlagSet) func(*config.Config) error {
+		v := fs.String("owned", "", "")
+		return func(*config.Config) error {
+			if *v == "x" {
+				return errMsg("owned: \"x\" is not a number")
+			}
+			return nil
+		}
+	}
+	env := func(k string) string { return map[string]string{"EDGECOUNT_RECOUNT_BATCH": "many"}[k] }
+	_, err := LoadConfig("test", config.RoleRollup, []string{"--owned", "x"}, env, io.Discard, own)
+	for _, want := range []string{`owned: "x"`, "EDGECOUNT_RECOUNT_BATCH"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadConfig error = %v, want one containing %q", err, want)
+		}
+	}
+}
+
+type errMsg string
+
+func (e errMsg) Error() string { return string(e) }

@@ -1,0 +1,21 @@
+// Package rollupd is one rollup process's worth of parts, wired once: the
+// rollup with trending, its recount job, the broker consumer that feeds it,
+// the periodic trending writer and the final trending write at stop. The
+// standalone edge-agent and the rollup command both run it.
+//
+// The consumer is either a plain natsjs.Consumer over fixed partitions
+// (Config.Partitions), the one writer of each, or a member of a
+// natsjs.GroupConsumer sharing every partition with the other rollups: a
+// partition handed back to the group has its trending lists written first
+// and its trending state dropped, and the recount job repairs only the
+// partitions the membership assigns to this process.
+//
+// Every message reaches the rollup through Rollup.Handle, whose apply lock
+// keeps recount repairs out of the way (see the rollup package), and a
+// poison message is terminated by the consumer because rollup.ErrPoison
+// says it is permanent.
+//
+// It lives outside package rollup because it imports the NATS adapter and
+// Prometheus; rollup imports no client library. A Process is safe for
+// concurrent use; Run runs once.
+package rollupd

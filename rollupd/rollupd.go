@@ -1,0 +1,205 @@
+package rollupd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgecount/edgecount/metrics"
+	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/rollup"
+)
+
+// Store is what a rollup process needs of its store.
+type Store interface {
+	rollup.RecountStore
+	rollup.TrendingStore
+}
+
+// Config configures a Process.
+type Config struct {
+	// Partitions lists the partitions this process consumes alone, with a
+	// plain natsjs.Consumer: it is their one writer. Empty: the process
+	// shares every partition of the stream with the other members of
+	// Group (natsjs.GroupConsumer).
+	Partitions []uint32
+	// Group configures the consumer: Group.Consumer (stream, durable
+	// prefix, ack wait, retries, logger) either kind, the rest only a
+	// shared one. OnRelease must be nil: the process sets its own.
+	Group natsjs.GroupConfig
+	// Trending configures the rollup's trending lists.
+	Trending rollup.TrendingConfig
+	// Recount configures the recount job. Owned and Owns are set by New:
+	// the process repairs what it consumes.
+	Recount rollup.RecountConfig
+	// Logger receives the parts' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// writeTimeout bounds the trending write of a partition handed back and
+// the final write at stop.
+const (
+	releaseWriteTimeout = 5 * time.Second
+	finalWriteTimeout   = 10 * time.Second
+)
+
+// Process is a rollup process: see the package documentation.
+type Process struct {
+	log      *slog.Logger
+	ru       *rollup.Rollup
+	rc       *rollup.Recounter
+	parts    []uint32              // fixed partitions; nil when shared
+	consumer *natsjs.Consumer      // fixed partitions
+	group    *natsjs.GroupConsumer // shared partitions
+}
+
+// New builds a process that consumes through bus and writes to st.
+func New(bus *natsjs.Client, st Store, cfg Config) (*Process, error) {
+	if cfg.Group.OnRelease != nil {
+		return nil, errors.New("cannot create rollup process: Group.OnRelease is set by the process")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Process{log: log, ru: rollup.New(st, nil, log)}
+	if err := p.ru.EnableTrending(cfg.Trending, st); err != nil {
+		return nil, fmt.Errorf("cannot create rollup process: %w", err)
+	}
+	rcfg := cfg.Recount
+	rcfg.Owned, rcfg.Owns = nil, nil
+	if len(cfg.Partitions) > 0 {
+		p.parts = slices.Clone(cfg.Partitions)
+		p.consumer = bus.Consumer(cfg.Group.Consumer)
+		rcfg.Owned = p.parts
+	} else {
+		// Shared partitions: each is pinned to one rollup at a time. The
+		// recount repairs the partitions the membership assigns to this
+		// rollup (pinned or idle; a repair also needs the item's rows
+		// unchanged for the quiet period, which a handover in progress
+		// breaks), and the trending state of a partition that moves away
+		// is dropped.
+		gcfg := cfg.Group
+		gcfg.OnRelease = p.released
+		p.group = bus.GroupConsumer(gcfg)
+		rcfg.Owns = func(part uint32) bool { return slices.Contains(p.group.Assigned(), part) }
+	}
+	var err error
+	if p.rc, err = rollup.NewRecounter(p.ru, st, rcfg, log); err != nil {
+		return nil, fmt.Errorf("cannot create rollup process: %w", err)
+	}
+	return p, nil
+}
+
+// released is the group's OnRelease: a partition handed back still has this
+// process as its writer during the call, so its last lists are stored; in
+// every case its trending state is dropped.
+func (p *Process) released(part uint32, handedBack bool) {
+	if handedBack {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseWriteTimeout)
+		if err := p.ru.WriteTrendingPartition(ctx, part); err != nil {
+			p.log.Warn("cannot write the last trending lists of a partition handed back", "partition", part, "err", err)
+		}
+		cancel()
+	}
+	p.ru.ForgetTrending(part)
+}
+
+// Rollup returns the rollup.
+func (p *Process) Rollup() *rollup.Rollup { return p.ru }
+
+// Recounter returns the recount job (for the admin routes).
+func (p *Process) Recounter() *rollup.Recounter { return p.rc }
+
+// Group returns the group member, or nil when the process consumes fixed
+// partitions.
+func (p *Process) Group() *natsjs.GroupConsumer { return p.group }
+
+// Partitions returns the fixed partitions, or nil when they are shared.
+func (p *Process) Partitions() []uint32 { return slices.Clone(p.parts) }
+
+// RegisterMetrics exports the rollup's, its trending's, the consumer's and
+// the recount job's metrics on reg.
+func (p *Process) RegisterMetrics(reg prometheus.Registerer) error {
+	errs := []error{metrics.RegisterRollup(reg, p.ru), metrics.RegisterRollupTrending(reg, p.ru), metrics.RegisterRecount(reg, p.rc)}
+	if p.group != nil {
+		errs = append(errs, metrics.RegisterGroupConsumer(reg, p.group))
+	} else {
+		errs = append(errs, metrics.RegisterConsumer(reg, p.consumer))
+	}
+	return errors.Join(errs...)
+}
+
+// Run consumes and applies messages, and runs the recount job and the
+// periodic trending writer beside, until ctx is done or the consumer
+// fails (which stops the others). A message being applied when ctx ends is
+// finished or left unacknowledged for redelivery. With fixed partitions it
+// then writes the trending lists of what was applied since the last
+// periodic write (a group member writes each partition's as it hands the
+// partition back); a failure of that write is logged. Run returns after
+// every goroutine it started has exited: nil after ctx ended, else the
+// consumer's error.
+func (p *Process) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		if p.group != nil {
+			err = p.group.Run(gctx, p.ru.Handle)
+		} else {
+			err = p.consumer.Run(gctx, p.parts, p.ru.Handle)
+		}
+		if err != nil {
+			return fmt.Errorf("rollup consumer: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return p.rc.Run(gctx) })
+	g.Go(func() error {
+		p.ru.RunTrending(gctx)
+		return nil
+	})
+	err := g.Wait()
+	if p.group == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+		defer cancel()
+		if err := p.ru.WriteTrending(wctx); err != nil {
+			// Not a failed stop: the next start rebuilds the lists
+			// from the agents' (see the rollup package, Restart).
+			p.log.Warn("cannot write the last trending lists", "err", err)
+		}
+	}
+	return err
+}
+
+// WaitApplied waits until every message published to the partitions this
+// process holds (fixed, or pinned to it in a group) has been applied, or
+// ctx ends.
+func (p *Process) WaitApplied(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var (
+			pending uint64
+			err     error
+		)
+		if p.group != nil {
+			pending, err = p.group.Pending(ctx, p.group.Pinned())
+		} else {
+			pending, err = p.consumer.Pending(ctx, p.parts)
+		}
+		if err == nil && pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rollup did not apply %d pending messages before stopping (they are kept by the broker and applied at next start): %w", pending, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
