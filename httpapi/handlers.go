@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+)
+
+// writeJSON answers status with body.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
+}
+
+// writeError answers e.
+func (a *api) writeError(w http.ResponseWriter, e *apiError) {
+	switch e.status {
+	case http.StatusServiceUnavailable, http.StatusConflict:
+		w.Header().Set("Retry-After", a.retryAfter)
+	case http.StatusRequestEntityTooLarge:
+		w.Header().Set("Connection", "close")
+	}
+	bp := a.getBuf()
+	*bp = appendError((*bp)[:0], e)
+	writeJSON(w, e.status, *bp)
+	a.putBuf(bp)
+}
+
+// serviceError answers an error of the Service, logging it when it is
+// unexpected.
+func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *apiError
+	switch {
+	case r.Context().Err() != nil:
+		e = &apiError{status: StatusClientClosedRequest, msg: "client closed request"}
+	case errors.Is(err, region.ErrContended):
+		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; nothing was applied, retry"}
+	case errors.Is(err, region.ErrStopping):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent is stopping; retry, possibly on another agent"}
+	case errors.Is(err, store.ErrUnavailable):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "store unavailable; retry later"}
+	case errors.Is(err, context.DeadlineExceeded):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "timed out; retry later"}
+	default:
+		a.log.Error("request failed", "method", r.Method, "route", r.Pattern, "err", err)
+		e = &apiError{status: http.StatusInternalServerError, msg: "internal error"}
+	}
+	a.writeError(w, e)
+}
+
+func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
+	bp := a.getBuf()
+	defer a.putBuf(bp)
+	body, e := a.readPost(w, r, bp)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	req, e := decodeReaction(string(body))
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	res, err := a.svc.React(r.Context(), req.UserID, req.ContentID, req.Action)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	*bp = appendReactResult((*bp)[:0], req.UserID, req.ContentID, res)
+	writeJSON(w, http.StatusOK, *bp)
+}
+
+func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
+	bp := a.getBuf()
+	body, e := a.readPost(w, r, bp)
+	if e != nil {
+		a.putBuf(bp)
+		a.writeError(w, e)
+		return
+	}
+	s := string(body) // the increments' strings share this one copy
+	a.putBuf(bp)
+	ip := a.incs.Get().(*[]region.Increment)
+	incs, e := decodeIncrements(s, a.cfg.MaxIncrements, (*ip)[:0])
+	n := len(incs)
+	var err error
+	if e == nil {
+		err = a.svc.Increment(r.Context(), incs)
+	}
+	clear(incs) // do not pin request bodies from the pool
+	if *ip = incs[:0]; cap(incs) <= maxPooledIncs {
+		a.incs.Put(ip)
+	}
+	switch {
+	case e != nil:
+		a.writeError(w, e)
+		return
+	case err != nil:
+		a.serviceError(w, r, err)
+		return
+	}
+	a.m.increments.Add(float64(n))
+	bp = a.getBuf()
+	*bp = append(strconv.AppendInt(append((*bp)[:0], `{"accepted":`...), int64(n), 10), '}')
+	writeJSON(w, http.StatusAccepted, *bp)
+	a.putBuf(bp)
+}
+
+func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
+	userID, contentID := r.PathValue("user_id"), r.PathValue("content_id")
+	var e *apiError
+	switch {
+	case !engagement.ValidID(userID):
+		e = badField("user_id", msgID)
+	case !engagement.ValidID(contentID):
+		e = badField("content_id", msgID)
+	default:
+		_, e = a.query(r, 0, nil)
+	}
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rx, found, err := a.svc.GetReaction(r.Context(), userID, contentID)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	bp := a.getBuf()
+	*bp = appendReaction((*bp)[:0], userID, contentID, rx, found)
+	writeJSON(w, http.StatusOK, *bp)
+	a.putBuf(bp)
+}
+
+func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
+	userID := r.PathValue("user_id")
+	if !engagement.ValidID(userID) {
+		a.writeError(w, badField("user_id", msgID))
+		return
+	}
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.query(r, allowIDs, *ip)
+	*ip = q.ids
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rows, err := a.svc.GetReactions(r.Context(), userID, q.ids)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	bp := a.getBuf()
+	buf := append((*bp)[:0], `{"reactions":[`...)
+	for i, id := range q.ids {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		rx, found := rows[id]
+		buf = appendReaction(buf, userID, id, rx, found)
+	}
+	*bp = append(buf, "]}"...)
+	writeJSON(w, http.StatusOK, *bp)
+	a.putBuf(bp)
+}
+
+func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
+	contentID := r.PathValue("content_id")
+	if !engagement.ValidID(contentID) {
+		a.writeError(w, badField("content_id", msgID))
+		return
+	}
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.query(r, allowRegion, nil)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	*ip = append((*ip)[:0], contentID)
+	rows, err := a.svc.Counts(r.Context(), *ip)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	bp := a.getBuf()
+	*bp = appendCounts((*bp)[:0], contentID, q.scope, scopeRow(rows[contentID], q.scope))
+	writeJSON(w, http.StatusOK, *bp)
+	a.putBuf(bp)
+}
+
+func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.query(r, allowIDs|allowRegion, *ip)
+	*ip = q.ids
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rows, err := a.svc.Counts(r.Context(), q.ids)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	bp := a.getBuf()
+	buf := append((*bp)[:0], `{"counts":[`...)
+	for i, id := range q.ids {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendCounts(buf, id, q.scope, scopeRow(rows[id], q.scope))
+	}
+	*bp = append(buf, "]}"...)
+	writeJSON(w, http.StatusOK, *bp)
+	a.putBuf(bp)
+}
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := a.svc.Ready(r.Context()); err != nil {
+		bp := a.getBuf()
+		buf := append((*bp)[:0], `{"status":"not ready","error":`...)
+		*bp = append(appendString(buf, err.Error()), '}')
+		writeJSON(w, http.StatusServiceUnavailable, *bp)
+		a.putBuf(bp)
+		return
+	}
+	if d, ok := a.svc.(Degrader); ok {
+		if problems := d.Degraded(r.Context()); len(problems) > 0 {
+			bp := a.getBuf()
+			buf := append((*bp)[:0], `{"status":"degraded","degraded":[`...)
+			for i, p := range problems {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendString(buf, p)
+			}
+			*bp = append(buf, "]}"...)
+			writeJSON(w, http.StatusOK, *bp)
+			a.putBuf(bp)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+}
