@@ -91,6 +91,19 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// appendList appends open (which ends in '['), one element per item
+// appended by elem, comma-separated, and "]}".
+func appendList(dst []byte, open string, items []string, elem func(dst []byte, item string) []byte) []byte {
+	dst = append(dst, open...)
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = elem(dst, it)
+	}
+	return append(dst, "]}"...)
+}
+
 // appendTime appends t as an RFC 3339 UTC string, or null when t is zero.
 func appendTime(dst []byte, t time.Time) []byte {
 	if t.IsZero() {

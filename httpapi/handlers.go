@@ -20,7 +20,12 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
 }
 
-// writeError answers e.
+// errInternal is the answer to a failure the client cannot act on; the
+// failure is logged where it is found.
+var errInternal = &apiError{status: http.StatusInternalServerError, msg: "internal error"}
+
+// writeError answers e. It is the one writer of the API's errors; the
+// body is {"error":…,"field":…} (appendError).
 func (a *api) writeError(w http.ResponseWriter, e *apiError) {
 	switch e.status {
 	case http.StatusServiceUnavailable, http.StatusConflict:
@@ -28,9 +33,15 @@ func (a *api) writeError(w http.ResponseWriter, e *apiError) {
 	case http.StatusRequestEntityTooLarge:
 		w.Header().Set("Connection", "close")
 	}
+	a.answer(w, e.status, func(dst []byte) []byte { return appendError(dst, e) })
+}
+
+// answer answers status with the body that build appends to a pooled
+// buffer.
+func (a *api) answer(w http.ResponseWriter, status int, build func(dst []byte) []byte) {
 	bp := a.getBuf()
-	*bp = appendError((*bp)[:0], e)
-	writeJSON(w, e.status, *bp)
+	*bp = build((*bp)[:0])
+	writeJSON(w, status, *bp)
 	a.putBuf(bp)
 }
 
@@ -51,7 +62,7 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &apiError{status: http.StatusServiceUnavailable, msg: "timed out; retry later"}
 	default:
 		a.log.Error("request failed", "method", r.Method, "route", r.Pattern, "err", err)
-		e = &apiError{status: http.StatusInternalServerError, msg: "internal error"}
+		e = errInternal
 	}
 	a.writeError(w, e)
 }
@@ -108,10 +119,9 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.m.increments.Add(float64(n))
-	bp = a.getBuf()
-	*bp = append(strconv.AppendInt(append((*bp)[:0], `{"accepted":`...), int64(n), 10), '}')
-	writeJSON(w, http.StatusAccepted, *bp)
-	a.putBuf(bp)
+	a.answer(w, http.StatusAccepted, func(dst []byte) []byte {
+		return append(strconv.AppendInt(append(dst, `{"accepted":`...), int64(n), 10), '}')
+	})
 }
 
 func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
@@ -134,10 +144,9 @@ func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	bp := a.getBuf()
-	*bp = appendReaction((*bp)[:0], userID, contentID, rx, found)
-	writeJSON(w, http.StatusOK, *bp)
-	a.putBuf(bp)
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendReaction(dst, userID, contentID, rx, found)
+	})
 }
 
 func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
@@ -159,18 +168,12 @@ func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	bp := a.getBuf()
-	buf := append((*bp)[:0], `{"reactions":[`...)
-	for i, id := range q.ids {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		rx, found := rows[id]
-		buf = appendReaction(buf, userID, id, rx, found)
-	}
-	*bp = append(buf, "]}"...)
-	writeJSON(w, http.StatusOK, *bp)
-	a.putBuf(bp)
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendList(dst, `{"reactions":[`, q.ids, func(dst []byte, id string) []byte {
+			rx, found := rows[id]
+			return appendReaction(dst, userID, id, rx, found)
+		})
+	})
 }
 
 func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
@@ -192,10 +195,9 @@ func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	bp := a.getBuf()
-	*bp = appendCounts((*bp)[:0], contentID, q.scope, scopeRow(rows[contentID], q.scope))
-	writeJSON(w, http.StatusOK, *bp)
-	a.putBuf(bp)
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendCounts(dst, contentID, q.scope, scopeRow(rows[contentID], q.scope))
+	})
 }
 
 func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
@@ -212,17 +214,11 @@ func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	bp := a.getBuf()
-	buf := append((*bp)[:0], `{"counts":[`...)
-	for i, id := range q.ids {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = appendCounts(buf, id, q.scope, scopeRow(rows[id], q.scope))
-	}
-	*bp = append(buf, "]}"...)
-	writeJSON(w, http.StatusOK, *bp)
-	a.putBuf(bp)
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendList(dst, `{"counts":[`, q.ids, func(dst []byte, id string) []byte {
+			return appendCounts(dst, id, q.scope, scopeRow(rows[id], q.scope))
+		})
+	})
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
@@ -231,26 +227,16 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.svc.Ready(r.Context()); err != nil {
-		bp := a.getBuf()
-		buf := append((*bp)[:0], `{"status":"not ready","error":`...)
-		*bp = append(appendString(buf, err.Error()), '}')
-		writeJSON(w, http.StatusServiceUnavailable, *bp)
-		a.putBuf(bp)
+		a.answer(w, http.StatusServiceUnavailable, func(dst []byte) []byte {
+			return append(appendString(append(dst, `{"status":"not ready","error":`...), err.Error()), '}')
+		})
 		return
 	}
 	if d, ok := a.svc.(Degrader); ok {
 		if problems := d.Degraded(r.Context()); len(problems) > 0 {
-			bp := a.getBuf()
-			buf := append((*bp)[:0], `{"status":"degraded","degraded":[`...)
-			for i, p := range problems {
-				if i > 0 {
-					buf = append(buf, ',')
-				}
-				buf = appendString(buf, p)
-			}
-			*bp = append(buf, "]}"...)
-			writeJSON(w, http.StatusOK, *bp)
-			a.putBuf(bp)
+			a.answer(w, http.StatusOK, func(dst []byte) []byte {
+				return appendList(dst, `{"status":"degraded","degraded":[`, problems, appendString)
+			})
 			return
 		}
 	}
