@@ -60,7 +60,13 @@ const (
 	routeHealthz      = "GET /healthz"
 	routeReadyz       = "GET /readyz"
 	routePrometheus   = "GET /metrics"
+	// routeCluster takes every method: its handler answers the 405 itself,
+	// with the message and Allow header /v1/cluster has always had.
+	routeCluster = "/v1/cluster"
 )
+
+// adminPrefix starts the paths of the admin routes (NewAdmin).
+const adminPrefix = "/admin/"
 
 // Pooled buffers larger than these are dropped rather than kept.
 const (
@@ -84,16 +90,43 @@ type api struct {
 	scopeList  string          // the same, for messages
 	trending   map[string]bool // counters with trending lists
 	retryAfter string
-	tooLarge   *apiError // the 413 of a body over MaxBodyBytes
-	bufs       sync.Pool // *[]byte
-	incs       sync.Pool // *[]region.Increment
-	ids        sync.Pool // *[]string, content_id lists of reads
-	writers    sync.Pool // *respWriter
+	tooLarge   *apiError    // the 413 of a body over MaxBodyBytes
+	bufs       sync.Pool    // *[]byte
+	incs       sync.Pool    // *[]region.Increment
+	ids        sync.Pool    // *[]string, content_id lists of reads
+	writers    sync.Pool    // *respWriter
+	cluster    Cluster      // nil: the agent runs no gossip
+	admin      http.Handler // nil: no admin routes
 }
 
-// New returns the API's handler. metrics is served at GET /metrics; the
-// API's own request metrics are registered on reg. A nil logger discards.
-func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registerer, logger *slog.Logger) (http.Handler, error) {
+// Option adds an optional route to the handler of New. Without options the
+// handler serves the API, /healthz, /readyz, /metrics and a 404 on
+// /v1/cluster.
+type Option func(*options)
+
+type options struct {
+	cluster Cluster
+	admin   Recounter
+}
+
+// WithCluster serves GET /v1/cluster from c, the agent's gossip node.
+// Without it (or with a nil interface: pass no option rather than a nil
+// *gossip.Node) /v1/cluster answers 404 "this agent runs no gossip (set
+// gossip.bind)".
+func WithCluster(c Cluster) Option { return func(o *options) { o.cluster = c } }
+
+// WithAdmin serves NewAdmin(rc)'s routes under /admin/ (the in-process
+// rollup of a standalone agent; keep such an address private). They are
+// answered ahead of the API, by the admin's own rules and without the
+// API's request metrics. Without it (or with a nil interface) /admin/… is
+// a path like any other: 404.
+func WithAdmin(rc Recounter) Option { return func(o *options) { o.admin = rc } }
+
+// New returns the agent's HTTP handler: the API, GET /healthz, GET /readyz,
+// GET /metrics (served by metrics), /v1/cluster and, with WithAdmin, the
+// admin routes. The API's own request metrics are registered on reg. svc,
+// metrics and reg are required; a nil logger discards.
+func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (http.Handler, error) {
 	var errs []error
 	if svc == nil {
 		errs = append(errs, errors.New("nil service"))
@@ -114,6 +147,10 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	a := &api{
 		svc:        svc,
 		cfg:        cfg,
@@ -127,6 +164,10 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 	}
 	for _, r := range cfg.Regions {
 		a.scopes[r] = true
+	}
+	a.cluster = o.cluster
+	if o.admin != nil {
+		a.admin = NewAdmin(o.admin, logger)
 	}
 	a.trending = make(map[string]bool, len(cfg.TrendingCounters))
 	for _, c := range cfg.TrendingCounters {
@@ -151,6 +192,7 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		{routeHealthz, http.HandlerFunc(a.healthz)},
 		{routeReadyz, http.HandlerFunc(a.readyz)},
 		{routePrometheus, metrics},
+		{routeCluster, http.HandlerFunc(a.getCluster)},
 	}
 	patterns := make([]string, 0, len(routes))
 	for _, rt := range routes {

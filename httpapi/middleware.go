@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,8 +21,13 @@ func routed(h http.Handler) http.Handler {
 }
 
 // ServeHTTP routes r, turns the mux's own answers into JSON errors, recovers
-// panics and records metrics.
+// panics and records metrics. The admin routes are answered ahead of all
+// this, by their own handler: its mux, its 404 and 405 (see WithAdmin).
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.admin != nil && strings.HasPrefix(r.URL.Path, adminPrefix) {
+		a.admin.ServeHTTP(w, r)
+		return
+	}
 	start := time.Now()
 	rw := a.writers.Get().(*respWriter)
 	*rw = respWriter{w: w, r: r}
@@ -65,7 +71,7 @@ func (a *api) recovered(rw *respWriter, r *http.Request, p any) {
 		delete(h, k)
 	}
 	rw.routed = true
-	a.writeError(rw, &apiError{status: http.StatusInternalServerError, msg: "internal error"})
+	a.writeError(rw, errInternal)
 }
 
 // respWriter records the status of an answer and replaces the mux's plain
