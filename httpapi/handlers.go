@@ -1,12 +1,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"strconv"
 
-	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 )
@@ -68,14 +68,12 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
-	bp := a.getBuf()
-	defer a.putBuf(bp)
-	body, e := a.readPost(w, r, bp)
+	body, e := a.readPost(w, r)
 	if e != nil {
 		a.writeError(w, e)
 		return
 	}
-	req, e := decodeReaction(string(body))
+	req, e := decodeReaction(body)
 	if e != nil {
 		a.writeError(w, e)
 		return
@@ -85,22 +83,19 @@ func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	*bp = appendReactResult((*bp)[:0], req.UserID, req.ContentID, res)
-	writeJSON(w, http.StatusOK, *bp)
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendReactResult(dst, req.UserID, req.ContentID, res)
+	})
 }
 
 func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
-	bp := a.getBuf()
-	body, e := a.readPost(w, r, bp)
+	body, e := a.readPost(w, r)
 	if e != nil {
-		a.putBuf(bp)
 		a.writeError(w, e)
 		return
 	}
-	s := string(body) // the increments' strings share this one copy
-	a.putBuf(bp)
 	ip := a.incs.Get().(*[]region.Increment)
-	incs, e := decodeIncrements(s, a.cfg.MaxIncrements, (*ip)[:0])
+	incs, e := decodeIncrements(body, a.cfg.MaxIncrements, (*ip)[:0])
 	n := len(incs)
 	var err error
 	if e == nil {
@@ -125,17 +120,11 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
-	userID, contentID := r.PathValue("user_id"), r.PathValue("content_id")
-	var e *apiError
-	switch {
-	case !engagement.ValidID(userID):
-		e = badField("user_id", msgID)
-	case !engagement.ValidID(contentID):
-		e = badField("content_id", msgID)
-	default:
-		_, e = a.query(r, 0, nil)
-	}
-	if e != nil {
+	// The first problem is answered: user_id, content_id, then the query.
+	userID, eUser := pathID(r, "user_id")
+	contentID, eContent := pathID(r, "content_id")
+	_, eQuery := a.query(r, 0, nil)
+	if e := cmp.Or(eUser, eContent, eQuery); e != nil {
 		a.writeError(w, e)
 		return
 	}
@@ -150,16 +139,11 @@ func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
-	userID := r.PathValue("user_id")
-	if !engagement.ValidID(userID) {
-		a.writeError(w, badField("user_id", msgID))
-		return
-	}
 	ip := a.getIDs()
 	defer a.putIDs(ip)
-	q, e := a.query(r, allowIDs, *ip)
-	*ip = q.ids
-	if e != nil {
+	userID, eUser := pathID(r, "user_id")
+	q, eQuery := a.queryIDs(r, 0, ip)
+	if e := cmp.Or(eUser, eQuery); e != nil {
 		a.writeError(w, e)
 		return
 	}
@@ -177,18 +161,14 @@ func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
-	contentID := r.PathValue("content_id")
-	if !engagement.ValidID(contentID) {
-		a.writeError(w, badField("content_id", msgID))
+	contentID, eContent := pathID(r, "content_id")
+	q, eQuery := a.query(r, allowRegion, nil)
+	if e := cmp.Or(eContent, eQuery); e != nil {
+		a.writeError(w, e)
 		return
 	}
 	ip := a.getIDs()
 	defer a.putIDs(ip)
-	q, e := a.query(r, allowRegion, nil)
-	if e != nil {
-		a.writeError(w, e)
-		return
-	}
 	*ip = append((*ip)[:0], contentID)
 	rows, err := a.svc.Counts(r.Context(), *ip)
 	if err != nil {
@@ -203,8 +183,7 @@ func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
 func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
 	ip := a.getIDs()
 	defer a.putIDs(ip)
-	q, e := a.query(r, allowIDs|allowRegion, *ip)
-	*ip = q.ids
+	q, e := a.queryIDs(r, allowRegion, ip)
 	if e != nil {
 		a.writeError(w, e)
 		return

@@ -124,6 +124,24 @@ func (a *api) query(r *http.Request, allow int, ids []string) (queryParams, *api
 	return q, nil
 }
 
+// queryIDs parses the query of a batch read (content_id 1 to MaxBatchIDs
+// times, and the parameters in allow) into the pooled list *ip.
+func (a *api) queryIDs(r *http.Request, allow int, ip *[]string) (queryParams, *apiError) {
+	q, e := a.query(r, allowIDs|allow, *ip)
+	*ip = q.ids // the list goes back to the pool with what it holds now
+	return q, e
+}
+
+// pathID returns the id in r's path value name, and its 400 when it is not
+// a valid id.
+func pathID(r *http.Request, name string) (string, *apiError) {
+	id := r.PathValue(name)
+	if !engagement.ValidID(id) {
+		return id, badField(name, msgID)
+	}
+	return id, nil
+}
+
 // eachParam calls fn with every parameter of a raw query string, decoded,
 // in order, and stops at the first error: a ';' separator or a bad escape
 // is an error of the field "query".
@@ -150,13 +168,18 @@ func eachParam(raw string, fn func(k, v string) *apiError) *apiError {
 	return nil
 }
 
-// readPost checks a POST's Content-Type and query and reads its body.
-func (a *api) readPost(w http.ResponseWriter, r *http.Request, bp *[]byte) ([]byte, *apiError) {
+// readPost checks a POST's Content-Type and query and reads its body. The
+// body is copied once, into the string: the decoded request's strings are
+// substrings of it, and the read buffer goes back to the pool.
+func (a *api) readPost(w http.ResponseWriter, r *http.Request) (string, *apiError) {
 	if e := checkContentType(r); e != nil {
-		return nil, e
+		return "", e
 	}
 	if _, e := a.query(r, 0, nil); e != nil {
-		return nil, e
+		return "", e
 	}
-	return a.readBody(w, r, bp)
+	bp := a.getBuf()
+	defer a.putBuf(bp)
+	body, e := a.readBody(w, r, bp)
+	return string(body), e
 }
