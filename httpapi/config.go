@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,18 +61,10 @@ func (c Config) withDefaults() Config {
 	if len(c.Regions) == 0 && c.Region != "" {
 		c.Regions = []string{c.Region}
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxIncrements == 0 {
-		c.MaxIncrements = DefaultMaxIncrements
-	}
-	if c.MaxBatchIDs == 0 {
-		c.MaxBatchIDs = DefaultMaxBatchIDs
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxIncrements = cmp.Or(c.MaxIncrements, DefaultMaxIncrements)
+	c.MaxBatchIDs = cmp.Or(c.MaxBatchIDs, DefaultMaxBatchIDs)
+	c.RetryAfter = cmp.Or(c.RetryAfter, DefaultRetryAfter)
 	return c
 }
 
