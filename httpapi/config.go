@@ -86,14 +86,13 @@ func (c Config) Validate() error {
 	if c.Region != "" && !slices.Contains(c.Regions, c.Region) {
 		errs = append(errs, fmt.Errorf("regions %q do not contain the own region %q", c.Regions, c.Region))
 	}
-	if c.MaxBodyBytes < 0 {
-		errs = append(errs, fmt.Errorf("max body bytes %d is negative", c.MaxBodyBytes))
-	}
-	if c.MaxIncrements < 0 {
-		errs = append(errs, fmt.Errorf("max increments %d is negative", c.MaxIncrements))
-	}
-	if c.MaxBatchIDs < 0 {
-		errs = append(errs, fmt.Errorf("max batch ids %d is negative", c.MaxBatchIDs))
+	for _, limit := range []struct {
+		name string
+		v    int64
+	}{{"max body bytes", c.MaxBodyBytes}, {"max increments", int64(c.MaxIncrements)}, {"max batch ids", int64(c.MaxBatchIDs)}} {
+		if limit.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d is negative", limit.name, limit.v))
+		}
 	}
 	if c.RetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("retry after %v is negative", c.RetryAfter))
