@@ -110,16 +110,16 @@ type options struct {
 }
 
 // WithCluster serves GET /v1/cluster from c, the agent's gossip node.
-// Without it (or with a nil interface: pass no option rather than a nil
-// *gossip.Node) /v1/cluster answers 404 "this agent runs no gossip (set
-// gossip.bind)".
+// Without it, or with a nil c, /v1/cluster answers 404 "this agent runs no
+// gossip (set gossip.bind)". A nil *gossip.Node is not a nil c: an agent
+// without gossip passes no option.
 func WithCluster(c Cluster) Option { return func(o *options) { o.cluster = c } }
 
 // WithAdmin serves NewAdmin(rc)'s routes under /admin/ (the in-process
 // rollup of a standalone agent; keep such an address private). They are
 // answered ahead of the API, by the admin's own rules and without the
-// API's request metrics. Without it (or with a nil interface) /admin/… is
-// a path like any other: 404.
+// API's request metrics. Without it, or with a nil rc, /admin/… is a path
+// like any other: the API's 404.
 func WithAdmin(rc Recounter) Option { return func(o *options) { o.admin = rc } }
 
 // New returns the agent's HTTP handler: the API, GET /healthz, GET /readyz,
