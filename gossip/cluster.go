@@ -2,14 +2,13 @@ package gossip
 
 import (
 	"cmp"
-	"encoding/json"
-	"net/http"
 	"slices"
 	"time"
 )
 
-// ClusterView is the answer of GET /v1/cluster: the region's members as
-// this node sees them and the values each published.
+// ClusterView is the region's members as this node sees them and the values
+// each published. Its JSON form (field names as tagged) is the answer of the
+// agent's GET /v1/cluster, which httpapi serves.
 type ClusterView struct {
 	Region string `json:"region"`
 	// Self is this node's name.
@@ -36,7 +35,8 @@ type PublishedKey struct {
 	Published time.Time `json:"published_at"`
 }
 
-// Cluster returns the view of GET /v1/cluster.
+// Cluster returns the cluster as this node sees it now (the body of GET
+// /v1/cluster). It is safe for concurrent use.
 func (n *Node) Cluster() ClusterView {
 	members := n.Members()
 	v := ClusterView{Region: n.cfg.Region, Self: n.name, KeyFingerprints: n.KeyFingerprints(), Members: make([]ClusterMember, 0, len(members))}
@@ -63,14 +63,4 @@ func (n *Node) Cluster() ClusterView {
 		v.Members = append(v.Members, cm)
 	}
 	return v
-}
-
-// ClusterHandler serves Cluster as JSON (for GET /v1/cluster; the caller
-// routes the method).
-func (n *Node) ClusterHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(n.Cluster())
-	})
 }

@@ -116,21 +116,10 @@ func DefaultConfig(region, agentID string) Config {
 
 // Validate reports every problem of c.
 func (c Config) Validate() error {
-	var errs []error
-	if !engagement.ValidRegion(c.Region) {
-		errs = append(errs, fmt.Errorf("region %q is not a valid region name", c.Region))
-	}
-	if !engagement.ValidID(c.AgentID) {
-		errs = append(errs, fmt.Errorf("agent id %q is not a valid id", c.AgentID))
-	}
+	// What the node tells its peers must pass the checks they make.
+	errs := Meta{Region: c.Region, AgentID: c.AgentID, HTTPAddr: c.HTTPAddr, Version: c.Version}.identityErrors()
 	if c.NodeName != "" && !engagement.ValidID(c.NodeName) {
 		errs = append(errs, fmt.Errorf("node name %q is not a valid id", c.NodeName))
-	}
-	if len(c.HTTPAddr) > maxHTTPAddrLen || !printable(c.HTTPAddr) {
-		errs = append(errs, fmt.Errorf("http addr %q is longer than %d bytes or not printable ASCII", c.HTTPAddr, maxHTTPAddrLen))
-	}
-	if len(c.Version) > maxVersionLen || !printable(c.Version) {
-		errs = append(errs, fmt.Errorf("version %q is longer than %d bytes or not printable ASCII", c.Version, maxVersionLen))
 	}
 	if net.ParseIP(c.BindAddr) == nil {
 		errs = append(errs, fmt.Errorf("bind addr %q is not an IP address", c.BindAddr))

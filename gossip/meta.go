@@ -125,6 +125,25 @@ func decodeMeta(b []byte) (Meta, error) {
 }
 
 func (m Meta) validate() error {
+	errs := m.identityErrors()
+	if len(m.Keys) > maxMetaKeys {
+		errs = append(errs, fmt.Errorf("%d key fingerprints exceed %d", len(m.Keys), maxMetaKeys))
+	}
+	for _, k := range m.Keys {
+		if raw, err := hex.DecodeString(k); err != nil || len(raw) != fingerprintSize || hex.EncodeToString(raw) != k {
+			errs = append(errs, fmt.Errorf("key fingerprint %q is not %d lower-case hex bytes", k, fingerprintSize))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", errMeta, err)
+	}
+	return nil
+}
+
+// identityErrors lists the problems of m's region, agent id, HTTP address
+// and version: the rules a node's Config must obey and a peer's Meta is
+// checked against.
+func (m Meta) identityErrors() []error {
 	var errs []error
 	if !engagement.ValidRegion(m.Region) {
 		errs = append(errs, fmt.Errorf("region %q is not a valid region name", m.Region))
@@ -138,18 +157,7 @@ func (m Meta) validate() error {
 	if len(m.Version) > maxVersionLen || !printable(m.Version) {
 		errs = append(errs, fmt.Errorf("version %q is longer than %d bytes or not printable ASCII", m.Version, maxVersionLen))
 	}
-	if len(m.Keys) > maxMetaKeys {
-		errs = append(errs, fmt.Errorf("%d key fingerprints exceed %d", len(m.Keys), maxMetaKeys))
-	}
-	for _, k := range m.Keys {
-		if raw, err := hex.DecodeString(k); err != nil || len(raw) != fingerprintSize || hex.EncodeToString(raw) != k {
-			errs = append(errs, fmt.Errorf("key fingerprint %q is not %d lower-case hex bytes", k, fingerprintSize))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: %w", errMeta, err)
-	}
-	return nil
+	return errs
 }
 
 // printable reports whether s is printable ASCII without spaces (possibly

@@ -249,12 +249,9 @@ func jsonField(err error) string {
 	return "body"
 }
 
-// adminError answers {"error": msg, "field": field}; field is left out
-// when empty.
+// adminError answers {"error": msg, "field": field} (appendError, the API's
+// shape) and a newline, like every admin answer; field is left out when
+// empty.
 func adminError(w http.ResponseWriter, status int, field, msg string) {
-	body, _ := json.Marshal(struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-	}{msg, field})
-	writeJSON(w, status, append(body, '\n'))
+	writeJSON(w, status, append(appendError(nil, &apiError{status: status, field: field, msg: msg}), '\n'))
 }

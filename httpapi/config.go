@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,18 +61,10 @@ func (c Config) withDefaults() Config {
 	if len(c.Regions) == 0 && c.Region != "" {
 		c.Regions = []string{c.Region}
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxIncrements == 0 {
-		c.MaxIncrements = DefaultMaxIncrements
-	}
-	if c.MaxBatchIDs == 0 {
-		c.MaxBatchIDs = DefaultMaxBatchIDs
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxIncrements = cmp.Or(c.MaxIncrements, DefaultMaxIncrements)
+	c.MaxBatchIDs = cmp.Or(c.MaxBatchIDs, DefaultMaxBatchIDs)
+	c.RetryAfter = cmp.Or(c.RetryAfter, DefaultRetryAfter)
 	return c
 }
 
@@ -93,14 +86,13 @@ func (c Config) Validate() error {
 	if c.Region != "" && !slices.Contains(c.Regions, c.Region) {
 		errs = append(errs, fmt.Errorf("regions %q do not contain the own region %q", c.Regions, c.Region))
 	}
-	if c.MaxBodyBytes < 0 {
-		errs = append(errs, fmt.Errorf("max body bytes %d is negative", c.MaxBodyBytes))
-	}
-	if c.MaxIncrements < 0 {
-		errs = append(errs, fmt.Errorf("max increments %d is negative", c.MaxIncrements))
-	}
-	if c.MaxBatchIDs < 0 {
-		errs = append(errs, fmt.Errorf("max batch ids %d is negative", c.MaxBatchIDs))
+	for _, limit := range []struct {
+		name string
+		v    int64
+	}{{"max body bytes", c.MaxBodyBytes}, {"max increments", int64(c.MaxIncrements)}, {"max batch ids", int64(c.MaxBatchIDs)}} {
+		if limit.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d is negative", limit.name, limit.v))
+		}
 	}
 	if c.RetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("retry after %v is negative", c.RetryAfter))

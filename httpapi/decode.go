@@ -292,24 +292,15 @@ func (d *decoder) skip(depth int) bool {
 		return d.syntax("exceeded max nesting depth")
 	}
 	switch c := d.peek(); {
-	case c == '{':
+	case c == '{' || c == '[':
 		d.i++
 		for first := true; ; first = false {
-			_, done, ok := d.nextKey(first)
-			if !ok {
-				return false
+			var done, ok bool
+			if c == '{' {
+				_, done, ok = d.nextKey(first) // the cursor is on the member's value
+			} else {
+				done, ok = d.nextElem(first)
 			}
-			if done {
-				return true
-			}
-			if !d.skip(depth + 1) {
-				return false
-			}
-		}
-	case c == '[':
-		d.i++
-		for first := true; ; first = false {
-			done, ok := d.nextElem(first)
 			if !ok {
 				return false
 			}

@@ -91,6 +91,19 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// appendList appends open (which ends in '['), one element per item
+// appended by elem, comma-separated, and "]}".
+func appendList(dst []byte, open string, items []string, elem func(dst []byte, item string) []byte) []byte {
+	dst = append(dst, open...)
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = elem(dst, it)
+	}
+	return append(dst, "]}"...)
+}
+
 // appendTime appends t as an RFC 3339 UTC string, or null when t is zero.
 func appendTime(dst []byte, t time.Time) []byte {
 	if t.IsZero() {
@@ -103,13 +116,8 @@ func appendTime(dst []byte, t time.Time) []byte {
 
 // appendReactResult appends the answer of POST /v1/reactions.
 func appendReactResult(dst []byte, userID, contentID string, res region.ReactResult) []byte {
-	dst = append(dst, `{"user_id":`...)
-	dst = appendString(dst, userID)
-	dst = append(dst, `,"content_id":`...)
-	dst = appendString(dst, contentID)
-	dst = append(dst, `,"action":"`...)
-	dst = append(dst, res.Action.String()...)
-	dst = append(dst, `","previous":"`...)
+	dst = appendReactionHead(dst, userID, contentID, res.Action)
+	dst = append(dst, `,"previous":"`...)
 	dst = append(dst, res.Previous.String()...)
 	dst = append(dst, `","version":`...)
 	dst = strconv.AppendInt(dst, res.Version, 10)
@@ -118,19 +126,26 @@ func appendReactResult(dst []byte, userID, contentID string, res region.ReactRes
 	return append(dst, '}')
 }
 
+// appendReactionHead appends the members both reaction answers start with,
+// {"user_id":…,"content_id":…,"action":"…" (the object left open).
+func appendReactionHead(dst []byte, userID, contentID string, action engagement.Action) []byte {
+	dst = append(dst, `{"user_id":`...)
+	dst = appendString(dst, userID)
+	dst = append(dst, `,"content_id":`...)
+	dst = appendString(dst, contentID)
+	dst = append(dst, `,"action":"`...)
+	dst = append(dst, action.String()...)
+	return append(dst, '"')
+}
+
 // appendReaction appends one reaction as GET /v1/reactions answers it; a
 // missing row (found false) is action "none", version 0, updated_at null.
 func appendReaction(dst []byte, userID, contentID string, rx engagement.Reaction, found bool) []byte {
 	if !found {
 		rx = engagement.Reaction{}
 	}
-	dst = append(dst, `{"user_id":`...)
-	dst = appendString(dst, userID)
-	dst = append(dst, `,"content_id":`...)
-	dst = appendString(dst, contentID)
-	dst = append(dst, `,"action":"`...)
-	dst = append(dst, rx.Action.String()...)
-	dst = append(dst, `","version":`...)
+	dst = appendReactionHead(dst, userID, contentID, rx.Action)
+	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, rx.Version, 10)
 	dst = append(dst, `,"updated_at":`...)
 	dst = appendTime(dst, rx.UpdatedAt)

@@ -158,18 +158,39 @@ func FuzzReaction(f *testing.F) {
 	})
 }
 
+// getQuery serves GET path?rawQuery with a fresh call log and returns the
+// answer and the service's calls.
+func (ta *testAPI) getQuery(path, rawQuery string) (*httptest.ResponseRecorder, []string) {
+	ta.fake.reset()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.URL.RawQuery = rawQuery
+	rec := httptest.NewRecorder()
+	ta.h.ServeHTTP(rec, req)
+	return rec, ta.fake.Calls()
+}
+
+// checkRejected checks an answer other than 200 to a fuzzed query: a 400
+// naming a field, without a service call.
+func checkRejected(t *testing.T, rec *httptest.ResponseRecorder, rawQuery string, calls []string) {
+	t.Helper()
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status = %d, want 200 or 400", rec.Code)
+	}
+	var eb errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Field == "" || eb.Error == "" {
+		t.Fatalf("400 answer %s is not a JSON error with a field (%v)", rec.Body, err)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("rejected query %q reached the service: %q", rawQuery, calls)
+	}
+}
+
 // FuzzQuery feeds arbitrary query strings to the batch count read.
 func FuzzQuery(f *testing.F) {
 	ta := newTestAPI(f, testConfig())
 	f.Fuzz(func(t *testing.T, rawQuery string) {
-		ta.fake.reset()
-		req := httptest.NewRequest(http.MethodGet, "/v1/counts", nil)
-		req.URL.RawQuery = rawQuery
-		rec := httptest.NewRecorder()
-		ta.h.ServeHTTP(rec, req)
-		calls := ta.fake.Calls()
-		switch rec.Code {
-		case http.StatusOK:
+		rec, calls := ta.getQuery("/v1/counts", rawQuery)
+		if rec.Code == http.StatusOK {
 			if len(calls) != 1 || !strings.HasPrefix(calls[0], "Counts [") {
 				t.Fatalf("200 with service calls %q", calls)
 			}
@@ -190,17 +211,9 @@ func FuzzQuery(f *testing.F) {
 					t.Fatalf("answered %+v, which breaks a rule", c)
 				}
 			}
-		case http.StatusBadRequest:
-			var eb errorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Field == "" || eb.Error == "" {
-				t.Fatalf("400 answer %s is not a JSON error with a field (%v)", rec.Body, err)
-			}
-			if len(calls) != 0 {
-				t.Fatalf("rejected query %q reached the service: %q", rawQuery, calls)
-			}
-		default:
-			t.Fatalf("status = %d, want 200 or 400", rec.Code)
+			return
 		}
+		checkRejected(t, rec, rawQuery, calls)
 	})
 }
 
@@ -214,14 +227,8 @@ func FuzzTrendingQuery(f *testing.F) {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, rawQuery string) {
-		ta.fake.reset()
-		req := httptest.NewRequest(http.MethodGet, "/v1/trending", nil)
-		req.URL.RawQuery = rawQuery
-		rec := httptest.NewRecorder()
-		ta.h.ServeHTTP(rec, req)
-		calls := ta.fake.Calls()
-		switch rec.Code {
-		case http.StatusOK:
+		rec, calls := ta.getQuery("/v1/trending", rawQuery)
+		if rec.Code == http.StatusOK {
 			var scope, counter, window string
 			var k int
 			if len(calls) != 1 {
@@ -243,17 +250,9 @@ func FuzzTrendingQuery(f *testing.F) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Region != scope || len(out.Items) > k {
 				t.Fatalf("answer %s to %q: %v", rec.Body, calls[0], err)
 			}
-		case http.StatusBadRequest:
-			var eb errorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Field == "" || eb.Error == "" {
-				t.Fatalf("400 answer %s is not a JSON error with a field (%v)", rec.Body, err)
-			}
-			if len(calls) != 0 {
-				t.Fatalf("rejected query %q reached the service: %q", rawQuery, calls)
-			}
-		default:
-			t.Fatalf("status = %d, want 200 or 400", rec.Code)
+			return
 		}
+		checkRejected(t, rec, rawQuery, calls)
 	})
 }
 

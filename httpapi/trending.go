@@ -118,10 +118,7 @@ func (a *api) getTrending(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	bp := a.getBuf()
-	*bp = appendTrending((*bp)[:0], q, t)
-	writeJSON(w, http.StatusOK, *bp)
-	a.putBuf(bp)
+	a.answer(w, http.StatusOK, func(dst []byte) []byte { return appendTrending(dst, q, t) })
 }
 
 // appendTrending appends the answer of GET /v1/trending: at most q.k

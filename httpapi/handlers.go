@@ -1,0 +1,223 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
+)
+
+// writeJSON answers status with body.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
+}
+
+// errInternal is the answer to a failure the client cannot act on; the
+// failure is logged where it is found.
+var errInternal = &apiError{status: http.StatusInternalServerError, msg: "internal error"}
+
+// writeError answers e. It is the one writer of the API's errors; the
+// body is {"error":…,"field":…} (appendError).
+func (a *api) writeError(w http.ResponseWriter, e *apiError) {
+	switch e.status {
+	case http.StatusServiceUnavailable, http.StatusConflict:
+		w.Header().Set("Retry-After", a.retryAfter)
+	case http.StatusRequestEntityTooLarge:
+		w.Header().Set("Connection", "close")
+	}
+	a.answer(w, e.status, func(dst []byte) []byte { return appendError(dst, e) })
+}
+
+// answer answers status with the body that build appends to a pooled
+// buffer.
+func (a *api) answer(w http.ResponseWriter, status int, build func(dst []byte) []byte) {
+	bp := a.getBuf()
+	*bp = build((*bp)[:0])
+	writeJSON(w, status, *bp)
+	a.putBuf(bp)
+}
+
+// serviceError answers an error of the Service, logging it when it is
+// unexpected.
+func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *apiError
+	switch {
+	case r.Context().Err() != nil:
+		e = &apiError{status: StatusClientClosedRequest, msg: "client closed request"}
+	case errors.Is(err, region.ErrContended):
+		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; nothing was applied, retry"}
+	case errors.Is(err, region.ErrStopping):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent is stopping; retry, possibly on another agent"}
+	case errors.Is(err, store.ErrUnavailable):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "store unavailable; retry later"}
+	case errors.Is(err, context.DeadlineExceeded):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "timed out; retry later"}
+	default:
+		a.log.Error("request failed", "method", r.Method, "route", r.Pattern, "err", err)
+		e = errInternal
+	}
+	a.writeError(w, e)
+}
+
+func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
+	body, e := a.readPost(w, r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	req, e := decodeReaction(body)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	res, err := a.svc.React(r.Context(), req.UserID, req.ContentID, req.Action)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendReactResult(dst, req.UserID, req.ContentID, res)
+	})
+}
+
+func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
+	body, e := a.readPost(w, r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	ip := a.incs.Get().(*[]region.Increment)
+	incs, e := decodeIncrements(body, a.cfg.MaxIncrements, (*ip)[:0])
+	n := len(incs)
+	var err error
+	if e == nil {
+		err = a.svc.Increment(r.Context(), incs)
+	}
+	clear(incs) // do not pin request bodies from the pool
+	if *ip = incs[:0]; cap(incs) <= maxPooledIncs {
+		a.incs.Put(ip)
+	}
+	switch {
+	case e != nil:
+		a.writeError(w, e)
+		return
+	case err != nil:
+		a.serviceError(w, r, err)
+		return
+	}
+	a.m.increments.Add(float64(n))
+	a.answer(w, http.StatusAccepted, func(dst []byte) []byte {
+		return append(strconv.AppendInt(append(dst, `{"accepted":`...), int64(n), 10), '}')
+	})
+}
+
+func (a *api) getReaction(w http.ResponseWriter, r *http.Request) {
+	// The first problem is answered: user_id, content_id, then the query.
+	userID, eUser := pathID(r, "user_id")
+	contentID, eContent := pathID(r, "content_id")
+	_, eQuery := a.query(r, 0, nil)
+	if e := cmp.Or(eUser, eContent, eQuery); e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rx, found, err := a.svc.GetReaction(r.Context(), userID, contentID)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendReaction(dst, userID, contentID, rx, found)
+	})
+}
+
+func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	userID, eUser := pathID(r, "user_id")
+	q, eQuery := a.queryIDs(r, 0, ip)
+	if e := cmp.Or(eUser, eQuery); e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rows, err := a.svc.GetReactions(r.Context(), userID, q.ids)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendList(dst, `{"reactions":[`, q.ids, func(dst []byte, id string) []byte {
+			rx, found := rows[id]
+			return appendReaction(dst, userID, id, rx, found)
+		})
+	})
+}
+
+func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
+	contentID, eContent := pathID(r, "content_id")
+	q, eQuery := a.query(r, allowRegion, nil)
+	if e := cmp.Or(eContent, eQuery); e != nil {
+		a.writeError(w, e)
+		return
+	}
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	*ip = append((*ip)[:0], contentID)
+	rows, err := a.svc.Counts(r.Context(), *ip)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendCounts(dst, contentID, q.scope, scopeRow(rows[contentID], q.scope))
+	})
+}
+
+func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.queryIDs(r, allowRegion, ip)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rows, err := a.svc.Counts(r.Context(), q.ids)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	a.answer(w, http.StatusOK, func(dst []byte) []byte {
+		return appendList(dst, `{"counts":[`, q.ids, func(dst []byte, id string) []byte {
+			return appendCounts(dst, id, q.scope, scopeRow(rows[id], q.scope))
+		})
+	})
+}
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := a.svc.Ready(r.Context()); err != nil {
+		a.answer(w, http.StatusServiceUnavailable, func(dst []byte) []byte {
+			return append(appendString(append(dst, `{"status":"not ready","error":`...), err.Error()), '}')
+		})
+		return
+	}
+	if d, ok := a.svc.(Degrader); ok {
+		if problems := d.Degraded(r.Context()); len(problems) > 0 {
+			a.answer(w, http.StatusOK, func(dst []byte) []byte {
+				return appendList(dst, `{"status":"degraded","degraded":[`, problems, appendString)
+			})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+}

@@ -1,0 +1,167 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// routed marks the answer as the route's own, so that the wrapper passes it
+// through instead of turning it into a JSON error.
+func routed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rw, ok := w.(*respWriter); ok {
+			rw.routed = true
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ServeHTTP routes r, turns the mux's own answers into JSON errors, recovers
+// panics and records metrics. The admin routes are answered ahead of all
+// this, by their own handler: its mux, its 404 and 405 (see WithAdmin).
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.admin != nil && strings.HasPrefix(r.URL.Path, adminPrefix) {
+		a.admin.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	rw := a.writers.Get().(*respWriter)
+	*rw = respWriter{w: w, r: r}
+	defer func() {
+		p := recover()
+		abort := p != nil && (p == http.ErrAbortHandler || rw.wrote)
+		if p != nil && p != http.ErrAbortHandler {
+			a.recovered(rw, r, p)
+		}
+		pattern := ""
+		if rw.routed {
+			pattern = r.Pattern
+		}
+		a.m.route(pattern).observe(rw.code(), time.Since(start).Seconds())
+		// A handler may have kept w only if it panicked (the server
+		// then drops the connection); otherwise it is done with it.
+		if p == nil {
+			*rw = respWriter{}
+			a.writers.Put(rw)
+		}
+		if abort {
+			// The answer has started: cut the connection so the client
+			// cannot take a truncated answer for a whole one.
+			panic(http.ErrAbortHandler)
+		}
+	}()
+	a.mux.ServeHTTP(rw, r)
+}
+
+// recovered logs a handler panic and answers 500 when nothing was written.
+func (a *api) recovered(rw *respWriter, r *http.Request, p any) {
+	a.m.panics.Inc()
+	a.log.Error("handler panicked", "method", r.Method, "route", r.Pattern,
+		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if rw.wrote {
+		rw.status = http.StatusInternalServerError
+		return
+	}
+	h := rw.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	rw.routed = true
+	a.writeError(rw, errInternal)
+}
+
+// respWriter records the status of an answer and replaces the mux's plain
+// text answers (404, 405, redirects) with JSON errors.
+type respWriter struct {
+	w       http.ResponseWriter
+	r       *http.Request
+	status  int
+	wrote   bool
+	routed  bool // a route's handler answers; pass through
+	swallow bool // the answer was replaced; drop the original body
+}
+
+func (w *respWriter) Header() http.Header { return w.w.Header() }
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.w }
+
+func (w *respWriter) code() int {
+	if !w.wrote {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	if code >= 100 && code < 200 {
+		w.w.WriteHeader(code)
+		return
+	}
+	w.wrote = true
+	w.status = code
+	if !w.routed {
+		w.replace(code)
+		return
+	}
+	w.w.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.w.Write(b)
+}
+
+func (w *respWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.w.(http.Flusher); ok && !w.swallow {
+		f.Flush()
+	}
+}
+
+// replace answers a JSON error instead of the mux's answer code.
+func (w *respWriter) replace(code int) {
+	h := w.w.Header()
+	path := w.r.URL.Path
+	if len(path) > 200 {
+		path = path[:200] + "…"
+	}
+	var e *apiError
+	switch {
+	case code == http.StatusNotFound:
+		e = &apiError{status: code, field: "path", msg: "no route for path " + path}
+	case code == http.StatusMethodNotAllowed:
+		e = &apiError{status: code, field: "method",
+			msg: "method " + w.r.Method + " is not allowed on " + path + " (allowed: " + h.Get("Allow") + ")"}
+	case code >= 300 && code < 400:
+		// The mux redirects to the cleaned path; an API client is better
+		// told.
+		h.Del("Location")
+		e = badField("path", "must be in canonical form: no empty, '.' or '..' segments (percent-encode an id such as '.' as %2E)")
+	case code == http.StatusBadRequest:
+		e = badField("path", "is malformed")
+	default:
+		e = &apiError{status: code, msg: http.StatusText(code)}
+	}
+	w.status = e.status
+	w.swallow = true
+	body := appendError(nil, e)
+	h["Content-Type"] = contentTypeJSON
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.w.WriteHeader(e.status)
+	w.w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
+}

@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecount/edgecount/gossip"
+	"github.com/edgecount/edgecount/rollup"
+)
+
+// fakeCluster is a gossip node's view, fixed.
+type fakeCluster struct{ view gossip.ClusterView }
+
+func (f fakeCluster) Cluster() gossip.ClusterView { return f.view }
+
+// fakeRecounter knows no id: every one is unknown.
+type fakeRecounter struct{}
+
+func (fakeRecounter) Recount(_ context.Context, ids []string, _ rollup.RecountOptions) ([]rollup.ItemResult, error) {
+	out := make([]rollup.ItemResult, len(ids))
+	for i, id := range ids {
+		out[i] = rollup.ItemResult{ContentID: id, Status: rollup.ItemUnknown, Reason: "no totals and no reactions"}
+	}
+	return out, nil
+}
+
+// newRoutedAPI is the API of newTestAPI with opts.
+func newRoutedAPI(t *testing.T, opts ...Option) http.Handler {
+	t.Helper()
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, metricsBody) //nolint:errcheck // test handler
+	})
+	h, err := New(newFake(), testConfig(), metrics, prometheus.NewRegistry(), nil, opts...)
+	if err != nil {
+		t.Fatalf("New() error = %v", err)
+	}
+	return h
+}
+
+// serve answers one request of h.
+func serve(h http.Handler, method, target string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+	return rec
+}
+
+// TestRoutes: next to the API's own answers (a non-canonical path is its
+// JSON 400, not a redirect), the agent's handler serves the admin routes
+// it is given and answers /v1/cluster without gossip with a JSON 404 (405
+// for other methods); without WithAdmin, /admin/… is the API's 404.
+func TestRoutes(t *testing.T) {
+	withAdmin := newRoutedAPI(t, WithAdmin(fakeRecounter{}))
+	bare := newRoutedAPI(t)
+	tests := []struct {
+		h            http.Handler
+		method, path string
+		status       int
+		body         string // a part of the JSON answer
+		allow        string
+	}{
+		{withAdmin, "GET", "/v1/counts//x", 400, `"field":"path"`, ""},
+		{withAdmin, "GET", "/v1/counts/../v1/counts/x", 400, `"field":"path"`, ""},
+		{withAdmin, "GET", "/v1/cluster", 404, `"error":"this agent runs no gossip`, ""},
+		{withAdmin, "HEAD", "/v1/cluster", 404, ``, ""},
+		{withAdmin, "POST", "/v1/cluster", 405, `"error":"method POST is not allowed"`, "GET, HEAD"},
+		{withAdmin, "DELETE", "/v1/cluster", 405, `"error":"method DELETE is not allowed"`, "GET, HEAD"},
+		{withAdmin, "POST", "/admin/recount?id=nothing-here", 200, `"status":"unknown"`, ""},
+		{withAdmin, "GET", "/admin/recount?id=nothing-here", 405, `"field":"method"`, "POST"},
+		{withAdmin, "POST", "/admin/other", 404, `"error":"no such admin route: /admin/other"`, ""},
+		{withAdmin, "GET", "/v1/nothing", 404, `"error"`, ""},
+		{bare, "POST", "/admin/recount?id=nothing-here", 404, `"error":"no route for path /admin/recount"`, ""},
+		{bare, "GET", "/v1/cluster", 404, `"error":"this agent runs no gossip (set gossip.bind)"}`, ""},
+	}
+	for _, tt := range tests {
+		rec := serve(tt.h, tt.method, tt.path)
+		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) ||
+			rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Allow") != tt.allow {
+			t.Errorf("%s %s = %d %q (%s, Allow %q); want %d with %s in JSON, Allow %q", tt.method, tt.path, rec.Code, rec.Body,
+				rec.Header().Get("Content-Type"), rec.Header().Get("Allow"), tt.status, tt.body, tt.allow)
+		}
+	}
+}
+
+// TestClusterRoute: GET /v1/cluster answers the gossip node's view as one
+// line of JSON, not to be cached, with the field names of gossip's types.
+func TestClusterRoute(t *testing.T) {
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	view := gossip.ClusterView{Region: "us-east", Self: "a", KeyFingerprints: []string{},
+		Members: []gossip.ClusterMember{
+			{Member: gossip.Member{Name: "a", Addr: "127.0.0.1:7946", Region: "us-east", AgentID: "agent-a", State: gossip.StateAlive, Since: since, Self: true},
+				Published: []gossip.PublishedKey{{Key: "view", Bytes: 3, Version: 1, Published: since}}},
+			{Member: gossip.Member{Name: "b", Addr: "127.0.0.1:7947", Region: "us-east", AgentID: "agent-b", HTTPAddr: "b.test:8080", State: gossip.StateAlive, Since: since},
+				Published: []gossip.PublishedKey{{Key: "like", Bytes: 5, Version: 2, Published: since}}},
+		}}
+	h := newRoutedAPI(t, WithCluster(fakeCluster{view}))
+	want, err := json.Marshal(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{"GET", "HEAD"} {
+		rec := serve(h, method, "/v1/cluster")
+		if rec.Code != 200 || rec.Body.String() != string(want)+"\n" {
+			t.Errorf("%s /v1/cluster = %d %s; want 200 %s", method, rec.Code, rec.Body, want)
+		}
+		if ct, cc := rec.Header().Get("Content-Type"), rec.Header().Get("Cache-Control"); ct != "application/json" || cc != "no-store" {
+			t.Errorf("%s /v1/cluster: Content-Type %q, Cache-Control %q; want application/json, no-store", method, ct, cc)
+		}
+	}
+	var got struct {
+		Region  string `json:"region"`
+		Self    string `json:"self"`
+		Members []struct {
+			Name      string `json:"name"`
+			HTTPAddr  string `json:"http_addr"`
+			State     string `json:"state"`
+			Published []struct {
+				Key   string `json:"key"`
+				Bytes int    `json:"bytes"`
+			} `json:"published"`
+		} `json:"members"`
+	}
+	body := serve(h, "GET", "/v1/cluster").Body.Bytes()
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	if got.Region != "us-east" || got.Self != "a" || len(got.Members) != 2 || got.Members[1].State != "alive" ||
+		got.Members[1].HTTPAddr != "b.test:8080" || got.Members[1].Published[0].Key != "like" || got.Members[1].Published[0].Bytes != 5 {
+		t.Errorf("view = %s; want region us-east, self a, b alive at b.test:8080 with 5 bytes of like", body)
+	}
+}
