@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -190,24 +188,21 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	if err := errors.Join(regs...); err != nil {
 		return nil, err
 	}
+	var routes []httpapi.Option
+	if n.gossip != nil {
+		routes = append(routes, httpapi.WithCluster(n.gossip))
+	}
+	if n.rollup != nil {
+		// The in-process rollup's admin routes (keep the address private).
+		routes = append(routes, httpapi.WithAdmin(n.rollup.Recounter()))
+	}
 	handler, err := httpapi.New(n.agent, httpapi.Config{Region: cfg.Region, Regions: cfg.Regions, TrendingCounters: n.agent.TrendingCounters()},
-		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, logger)
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, logger, routes...)
 	if err != nil {
 		return nil, err
 	}
-	var cluster http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSONError(w, http.StatusNotFound, "this agent runs no gossip (set gossip.bind)")
-	})
-	if n.gossip != nil {
-		cluster = n.gossip.ClusterHandler()
-	}
-	var admin http.Handler
-	if n.rollup != nil {
-		// The in-process rollup's admin routes (keep the address private).
-		admin = httpapi.NewAdmin(n.rollup.Recounter(), logger)
-	}
 	n.httpSrv = &http.Server{
-		Handler:           routes(handler, cluster, admin),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -252,35 +247,6 @@ func (n *node) startComponents(shareEvery time.Duration) {
 			return nil
 		})
 	}
-}
-
-// routes sends /v1/cluster to cluster, /admin/… to admin (when not nil)
-// and everything else to the API, which answers its own 404s and the 400
-// of a non-canonical path (an http.ServeMux in front would redirect those).
-func routes(api, cluster, admin http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p := r.URL.Path; {
-		case p == "/v1/cluster":
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				w.Header().Set("Allow", "GET, HEAD")
-				writeJSONError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed")
-				return
-			}
-			cluster.ServeHTTP(w, r)
-		case admin != nil && strings.HasPrefix(p, "/admin/"):
-			admin.ServeHTTP(w, r)
-		default:
-			api.ServeHTTP(w, r)
-		}
-	})
-}
-
-// writeJSONError answers status with {"error": msg}.
-func writeJSONError(w http.ResponseWriter, status int, msg string) {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
 }
 
 // Addr is the HTTP listen address.

@@ -25,7 +25,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
@@ -34,7 +33,6 @@ import (
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
-	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
 )
@@ -158,32 +156,18 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if err := errors.Join(metricErrs...); err != nil {
 		return nil, err
 	}
-	p.srv = &http.Server{Handler: newMux(p.st, p.bus, reg, p.proc.Recounter(), logger), ReadHeaderTimeout: 5 * time.Second}
+	st, bus := p.st, p.bus
+	handler, err := httpapi.NewRollup(func(ctx context.Context) error {
+		return errors.Join(st.Ping(ctx), bus.Ping(ctx))
+	}, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), p.proc.Recounter(), logger)
+	if err != nil {
+		return nil, err
+	}
+	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	if p.ln, err = net.Listen("tcp", cfg.Rollup.HTTP); err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
 	}
 	return p, nil
-}
-
-// newMux serves the rollup's health, readiness, metrics and admin routes.
-func newMux(st rollupStore, bus *natsjs.Client, reg *prometheus.Registry, rc *rollup.Recounter, logger *slog.Logger) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"status":"ok"}`+"\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if err := errors.Join(st.Ping(r.Context()), bus.Ping(r.Context())); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "{\"status\":\"unavailable\",\"error\":%q}\n", err.Error())
-			return
-		}
-		io.WriteString(w, `{"status":"ready"}`+"\n")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("/admin/", httpapi.NewAdmin(rc, logger))
-	return mux
 }
 
 // httpStopTimeout bounds the wait for HTTP requests in flight at stop.
