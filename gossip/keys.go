@@ -95,7 +95,7 @@ func parseKeys(r io.Reader) ([][]byte, error) {
 // race). Removing the last key shifts nothing, so keys are removed from
 // the end: a listed key that stands after a removed one is removed with it
 // and added back at once (for that moment the node cannot decrypt with
-// it). The rotation procedure (doc.go) never reaches that case: the key it
+// it). The rotation procedure (docs/gossip.md) never reaches that case: the key it
 // removes is always the last one.
 func reconcileKeyring(kr *memberlist.Keyring, keys [][]byte) error {
 	for _, k := range keys {

@@ -522,7 +522,7 @@ func (n *Node) forgetLocked(now time.Time) {
 }
 
 // ReloadKeys re-reads the key file and makes the keyring match it: new keys
-// installed, the first key made primary, unlisted keys removed (doc.go has
+// installed, the first key made primary, unlisted keys removed (docs/gossip.md has
 // the rotation procedure). A bad file changes nothing. The node then
 // re-advertises its metadata so peers see its key fingerprints.
 func (n *Node) ReloadKeys() error {

@@ -10,14 +10,18 @@
 //   - A rejected request writes nothing: a request body is decoded and every
 //     field of it validated before the Service is called, and a request that
 //     fails any rule never reaches the Service at all (reads included).
-//   - Every answer is JSON, including 404 and 405 from the mux and 500 after
-//     a recovered panic; only /metrics answers in the Prometheus text format.
-//     An error is {"error": "...", "field": "..."}; input errors (400, 404,
-//     405, 413, 415) name the field precisely, other errors carry none.
+//   - Every answer of New's handler is JSON, including 404, 405 and 500
+//     after a recovered panic; only /metrics answers in the Prometheus text
+//     format. An error is {"error": "...", "field": "..."}; input errors
+//     (400, 404, 405, 413, 415) name the field precisely, other errors (and
+//     /v1/cluster's 404 without gossip and its 405) carry none. NewRollup's
+//     handler (the rollup process: /healthz, /readyz, /metrics, /admin/)
+//     leaves unknown paths to http.ServeMux's plain-text 404/405.
 //   - No input makes a handler panic; a panic is recovered, logged once and
 //     answered 500 (or the connection is aborted if the answer had started).
 //
-// The handlers are safe for concurrent use; they hold no state between
+// The handlers returned by New, NewAdmin and NewRollup are safe for
+// concurrent use; they hold no state between
 // requests except pooled scratch buffers and the metrics, and call the
 // Service concurrently from many requests. Reference: docs/http-api.md
 // (routes, input rules, how service errors are answered).

@@ -16,7 +16,7 @@ import (
 type Key struct{ ContentID, Counter, Region string }
 
 // MaxDelta is the largest magnitude one Add may carry. It keeps every
-// accumulated value far from the seal band (see doc.go); the HTTP API's limit
+// accumulated value far from the seal band (see docs/counters.md); the HTTP API's limit
 // (1,000,000) is well below it.
 const MaxDelta = 1 << 32
 

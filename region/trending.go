@@ -51,7 +51,7 @@ type TrendingConfig struct {
 	Hot HotConfig
 }
 
-// HotConfig is the hot-counter rule (see doc.go): an item that enters its
+// HotConfig is the hot-counter rule (see docs/trending.md): an item that enters its
 // region's top Top of a counter over Window gets Shards shards; one that
 // stays out of the top 2×Top for CoolAfter goes back to one shard.
 type HotConfig struct {

@@ -56,7 +56,7 @@ type RecountConfig struct {
 	// delta to the totals: at least the agents' flush interval plus the
 	// longest publish and rollup lag tolerated. A repair is written only
 	// after Quiet has passed since the count it uses, and only if no row
-	// of the item changed meanwhile (see doc.go).
+	// of the item changed meanwhile (see docs/recount.md).
 	Quiet time.Duration
 	// Batch is how many ContentStats rows one pass scans (1..MaxRecountBatch).
 	Batch int
@@ -224,7 +224,7 @@ func (e *IDError) Unwrap() error { return store.ErrInvalid }
 
 // Recounter is the recount job: it compares ContentStats rows with the
 // reactions they derive from and repairs the rows that drifted, without
-// racing with the rollup's apply (see doc.go): a repair holds off the
+// racing with the rollup's apply (see docs/recount.md): a repair holds off the
 // rollup's Apply while it re-reads and writes rows.
 //
 // A Recounter is safe for concurrent use: passes run one at a time, and
@@ -420,7 +420,7 @@ type candidate struct {
 }
 
 // check compares each item of ids with its reactions and repairs the
-// drifted ones (see doc.go for the rule).
+// drifted ones (see docs/recount.md for the rule).
 func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOptions) ([]ItemResult, error) {
 	results := make([]ItemResult, len(ids))
 	var owned []string

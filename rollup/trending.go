@@ -73,7 +73,7 @@ type TrendingStats struct {
 }
 
 // EnableTrending makes r keep trending lists from the messages it applies
-// and store them in st (see doc.go). Call it before the first message.
+// and store them in st (see docs/trending.md). Call it before the first message.
 func (r *Rollup) EnableTrending(cfg TrendingConfig, st TrendingStore) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("cannot enable trending: %w", err)
@@ -666,7 +666,7 @@ func (g *trendGroup) candidates(wi int, m int64) func(yield func(string) bool) {
 }
 
 // bound returns the bounds of item id's count in the group over window wi
-// as of minute m (see doc.go):
+// as of minute m (see docs/trending.md):
 //   - from the lists: an agent's list of minute m adds [count-error,
 //     count] for an item it names and [0, floor] for one it does not; a
 //     list of an earlier minute adds only upper bounds (its window has
