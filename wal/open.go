@@ -1,0 +1,460 @@
+package wal
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// File names in the log's directory.
+const (
+	metaName   = "meta"
+	lockName   = "LOCK"
+	segSuffix  = ".seg"
+	tmpSuffix  = ".tmp"
+	segNameLen = 20 + len(segSuffix)
+)
+
+func segName(first uint64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
+
+// parseSegName returns the first index in a segment file's name.
+func parseSegName(name string) (uint64, bool) {
+	if len(name) != segNameLen || !strings.HasSuffix(name, segSuffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name[:20], 10, 64)
+	return n, err == nil
+}
+
+// ProblemKind names what Open found wrong with a segment.
+type ProblemKind string
+
+// The kinds of damage Open reports. None of the bytes concerned is replayed.
+const (
+	// TornTail: the last segment ends inside a record, or in a record whose
+	// bytes are wrong and that reaches the end of the file, or in zeros:
+	// what a crash during a write leaves. The record was never acknowledged
+	// in Fsync mode. Open cuts the file back to the last good record.
+	TornTail ProblemKind = "torn tail"
+	// CorruptRecord: a record that fails its checksum, length or index check
+	// with more bytes after it, or in a segment that is not the last. Nothing
+	// after it in that segment is replayed; the file is left as it is for
+	// inspection and is removed once TruncateBefore passes its good records.
+	CorruptRecord ProblemKind = "corrupt record"
+	// BadSegment: a segment whose header is damaged or does not match its
+	// name. It is renamed to NAME.corrupt and left for inspection.
+	BadSegment ProblemKind = "bad segment header"
+	// ForeignSegment: a segment written by another log (another agent's
+	// directory). It is renamed to NAME.foreign and left for inspection.
+	ForeignSegment ProblemKind = "foreign segment"
+)
+
+// Problem is one piece of damage Open found.
+type Problem struct {
+	Kind ProblemKind
+	File string // the segment's file name as it was found
+	// Offset is where the untrusted bytes start; Bytes is how many bytes
+	// from there to the end of the file were not replayed.
+	Offset, Bytes int64
+	// After is the index of the last good record before the damage (0 if
+	// none in that segment).
+	After uint64
+	Err   error
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s in %s at offset %d (%d bytes dropped, after index %d): %v",
+		p.Kind, p.File, p.Offset, p.Bytes, p.After, p.Err)
+}
+
+// Recovery is what Open found on disk.
+type Recovery struct {
+	// First is the truncation point: Replay(0, fn) starts here.
+	First uint64
+	// Next is the index the next Append gets.
+	Next uint64
+	// Records is how many intact records at or above First Replay will
+	// deliver.
+	Records int64
+	// Problems lists the damage found, in file order. Each is also counted
+	// in Stats.
+	Problems []Problem
+}
+
+// Open opens the log in cfg.Dir, creating it if needed, checks every segment
+// and starts a new segment for appends. Damage on disk is not an error: it is
+// reported in Recovery.Problems and never replayed. Open fails for a bad
+// Config, an I/O error, a locked directory (ErrLocked), or a missing or
+// damaged meta file next to segment files (ErrCorrupt), since without it the
+// truncation point is unknown and replaying from the start could apply
+// acknowledged records twice.
+//
+// In None mode Open touches no file and returns an empty log.
+func Open(cfg Config) (_ *Log, _ Recovery, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, Recovery{}, fmt.Errorf("cannot open log: %w", err)
+	}
+	l := &Log{
+		cfg:   cfg,
+		sem:   make(chan struct{}, 1),
+		gen:   newGen(),
+		next:  1,
+		trunc: 1,
+		stop:  make(chan struct{}),
+	}
+	if cfg.Durability == None {
+		return l, Recovery{First: 1, Next: 1}, nil
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, Recovery{}, fmt.Errorf("cannot open log: %w", err)
+	}
+	if l.lockFile, err = lockDir(cfg.Dir); err != nil {
+		return nil, Recovery{}, fmt.Errorf("cannot open log in %s: %w", cfg.Dir, err)
+	}
+	defer func() {
+		if err != nil {
+			for _, s := range l.segs {
+				if s.f != nil {
+					_ = s.f.Close()
+				}
+			}
+			_ = unlockDir(l.lockFile)
+		}
+	}()
+	rec, err := l.recover()
+	if err != nil {
+		return nil, Recovery{}, fmt.Errorf("cannot open log in %s: %w", cfg.Dir, err)
+	}
+	if cfg.Durability == Interval {
+		l.wg.Add(1)
+		go l.syncLoop()
+	}
+	return l, rec, nil
+}
+
+// recover reads the meta file and the segments, sets the Log's state and
+// creates the active segment.
+func (l *Log) recover() (Recovery, error) {
+	dir := l.cfg.Dir
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return Recovery{}, err
+	}
+	type found struct {
+		name  string
+		first uint64
+	}
+	var files []found
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, tmpSuffix) {
+			// A segment or meta file whose creation did not finish.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return Recovery{}, err
+			}
+			continue
+		}
+		if first, ok := parseSegName(name); ok && e.Type().IsRegular() {
+			files = append(files, found{name, first})
+		}
+	}
+	slices.SortFunc(files, func(a, b found) int { return cmpUint(a.first, b.first) })
+
+	meta, err := readMeta(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && len(files) == 0:
+		if _, err := rand.Read(l.id[:]); err != nil {
+			return Recovery{}, err
+		}
+		if err := writeMeta(dir, header{id: l.id, n: 1}); err != nil {
+			return Recovery{}, err
+		}
+		meta = header{id: l.id, n: 1}
+	case errors.Is(err, os.ErrNotExist):
+		return Recovery{}, fmt.Errorf("%w: %d segment files and no meta file", ErrCorrupt, len(files))
+	case err != nil:
+		return Recovery{}, err
+	}
+	l.id, l.trunc, l.metaTrunc = meta.id, meta.n, meta.n
+
+	var r Recovery
+	var lastGood uint64 // highest index replay will deliver so far
+	var keep []*segment
+	renamed := false
+	for i, fd := range files {
+		path := filepath.Join(dir, fd.name)
+		s, probs, err := l.scanSegment(path, fd.first, i == len(files)-1, &lastGood, &r.Records)
+		if err != nil {
+			return Recovery{}, err
+		}
+		for _, p := range probs {
+			p.File = fd.name
+			r.Problems = append(r.Problems, p)
+			l.st.droppedBytes += p.Bytes
+			switch p.Kind {
+			case TornTail:
+				l.st.tornTails++
+			case CorruptRecord:
+				l.st.corruptRecords++
+			case BadSegment:
+				l.st.badSegments++
+			case ForeignSegment:
+				l.st.foreignSegments++
+			}
+		}
+		if s == nil { // renamed aside
+			renamed = true
+			if len(probs) > 0 && probs[0].Kind == BadSegment {
+				// Its records are unreadable; never hand out their indexes again.
+				lastGood = max(lastGood, fd.first)
+			}
+			continue
+		}
+		keep = append(keep, s)
+	}
+
+	l.next = max(l.trunc, lastGood+1)
+	// Segments with nothing unacknowledged (left by a crash inside
+	// TruncateBefore) and empty ones go; all are older than the new active.
+	removed := false
+	for _, s := range keep {
+		if s.last < l.trunc || s.last < s.first {
+			if err := os.Remove(s.path); err != nil {
+				return Recovery{}, err
+			}
+			removed = true
+			continue
+		}
+		l.segs = append(l.segs, s)
+		l.diskBytes += s.size
+	}
+	if renamed || removed {
+		if err := syncDir(dir); err != nil {
+			return Recovery{}, err
+		}
+	}
+	active, err := l.createSegment(l.next)
+	if err != nil {
+		return Recovery{}, err
+	}
+	l.segs = append(l.segs, active)
+	l.active = active
+	l.layout = layout{off: active.size}
+	l.diskBytes += active.size
+	l.st.recovered = r.Records
+	r.First, r.Next = l.trunc, l.next
+	return r, nil
+}
+
+// scanSegment checks one segment file. It returns nil for a segment it
+// renamed aside. lastGood is the highest index delivered by the segments
+// before; records at or below it are not counted again (they cannot be
+// replayed twice: Replay delivers strictly increasing indexes). records
+// counts the records at or above the truncation point.
+func (l *Log) scanSegment(path string, first uint64, isLast bool, lastGood *uint64, records *int64) (*segment, []Problem, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	fileSize := fi.Size()
+
+	var hb [headerSize]byte
+	n, err := io.ReadFull(f, hb[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && err != io.EOF {
+		return nil, nil, err
+	}
+	h, herr := decodeHeader(hb[:n], segMagic)
+	if herr == nil && h.id != l.id {
+		p := Problem{Kind: ForeignSegment, Bytes: fileSize,
+			Err: fmt.Errorf("log id %x, this log is %x", h.id, l.id)}
+		return nil, []Problem{p}, os.Rename(path, path+".foreign")
+	}
+	if herr == nil && h.n != first {
+		herr = fmt.Errorf("%w: first index %d, name says %d", errBadHeader, h.n, first)
+	}
+	if herr != nil {
+		p := Problem{Kind: BadSegment, Bytes: fileSize, Err: herr}
+		return nil, []Problem{p}, os.Rename(path, path+".corrupt")
+	}
+
+	s := &segment{path: path, first: first, last: first - 1, size: headerSize}
+	rr := newRecordReader(f, first, l.cfg.MaxRecordBytes, headerSize)
+	var overlap *Problem
+	for {
+		rec, err := rr.read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil && !errors.Is(err, errTorn) && !errors.Is(err, errCorrupt) {
+			return nil, nil, err // an I/O error
+		}
+		if err != nil {
+			p := Problem{Kind: CorruptRecord, Offset: rr.off, Bytes: fileSize - rr.off, Err: err}
+			if s.last >= s.first {
+				p.After = s.last
+			}
+			if isLast && (errors.Is(err, errTorn) || reachesEnd(f, rr.off, fileSize)) {
+				p.Kind = TornTail
+				if err := f.Truncate(rr.off); err != nil {
+					return nil, nil, err
+				}
+				if err := f.Sync(); err != nil {
+					return nil, nil, err
+				}
+			}
+			s.size = rr.off
+			probs := []Problem{p}
+			if overlap != nil {
+				probs = append([]Problem{*overlap}, probs...)
+			}
+			return s, probs, nil
+		}
+		s.last, s.size = rec.index, rr.off
+		if rec.index <= *lastGood {
+			if overlap == nil {
+				overlap = &Problem{Kind: CorruptRecord, Offset: rr.off - recordSize(len(rec.payload)), After: *lastGood,
+					Err: fmt.Errorf("%w: index %d repeats an earlier segment's", errCorrupt, rec.index)}
+			}
+			continue
+		}
+		*lastGood = rec.index
+		if rec.index >= l.trunc {
+			*records++
+			l.markAge(rec.index, rec.unixNano)
+		}
+	}
+	if overlap != nil {
+		return s, []Problem{*overlap}, nil
+	}
+	return s, nil, nil
+}
+
+// reachesEnd reports whether the bytes after off are what a crash during a
+// write leaves: one record (good length, bad contents) that ends exactly at
+// the end of the file, or only zeros.
+func reachesEnd(f *os.File, off, fileSize int64) bool {
+	var lb [8]byte
+	if _, err := f.ReadAt(lb[:], off); err == nil {
+		n := int64(lb[4]) | int64(lb[5])<<8 | int64(lb[6])<<16 | int64(lb[7])<<24
+		if off+recordSize(int(n)) == fileSize {
+			return true
+		}
+	}
+	buf := make([]byte, 32<<10)
+	for p := off; p < fileSize; {
+		n, err := f.ReadAt(buf, p)
+		for _, b := range buf[:n] {
+			if b != 0 {
+				return false
+			}
+		}
+		if err != nil {
+			return err == io.EOF
+		}
+		p += int64(n)
+	}
+	return true
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// createSegment creates the segment whose first record will be first: the
+// header goes to a temporary file, which is fsynced and renamed, and the
+// directory is fsynced, so that a segment file always has a whole header.
+func (l *Log) createSegment(first uint64) (*segment, error) {
+	path := filepath.Join(l.cfg.Dir, segName(first))
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create segment: %w", err)
+	}
+	err = func() error {
+		if _, err := f.Write(appendHeader(nil, segMagic, header{id: l.id, n: first})); err != nil {
+			return err
+		}
+		if err := l.sync(f); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+		return syncDir(l.cfg.Dir)
+	}()
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("cannot create segment %s: %w", path, err)
+	}
+	return &segment{path: path, first: first, last: first - 1, size: headerSize, f: f}, nil
+}
+
+func readMeta(dir string) (header, error) {
+	b, err := os.ReadFile(filepath.Join(dir, metaName))
+	if err != nil {
+		return header{}, err
+	}
+	h, err := decodeHeader(b, metaMagic)
+	if err != nil {
+		return header{}, fmt.Errorf("%w: meta file: %v", ErrCorrupt, err)
+	}
+	return h, nil
+}
+
+// writeMeta replaces the meta file atomically and durably.
+func writeMeta(dir string, h header) error {
+	path := filepath.Join(dir, metaName)
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("cannot write meta file: %w", err)
+	}
+	_, err = f.Write(appendHeader(nil, metaMagic, h))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("cannot write meta file: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
