@@ -87,8 +87,8 @@ type Recovery struct {
 	Problems []Problem
 }
 
-// Open opens the log in cfg.Dir, creating it if needed, checks every segment
-// and starts a new segment for appends. Damage on disk is not an error: it is
+// Open opens the log in cfg.Dir, creating it if needed, and checks every
+// segment; the first append starts a new segment. Damage on disk is not an error: it is
 // reported in Recovery.Problems and never replayed. Open fails for a bad
 // Config, an I/O error, a locked directory (ErrLocked), or a missing or
 // damaged meta file next to segment files (ErrCorrupt), since without it the
@@ -124,6 +124,9 @@ func Open(cfg Config) (_ *Log, _ Recovery, err error) {
 					_ = s.f.Close()
 				}
 			}
+			if l.meta != nil {
+				_ = l.meta.close()
+			}
 			_ = unlockDir(l.lockFile)
 		}
 	}()
@@ -138,8 +141,7 @@ func Open(cfg Config) (_ *Log, _ Recovery, err error) {
 	return l, rec, nil
 }
 
-// recover reads the meta file and the segments, sets the Log's state and
-// creates the active segment.
+// recover reads the meta file and the segments and sets the Log's state.
 func (l *Log) recover() (Recovery, error) {
 	dir := l.cfg.Dir
 	entries, err := os.ReadDir(dir)
@@ -166,22 +168,25 @@ func (l *Log) recover() (Recovery, error) {
 	}
 	slices.SortFunc(files, func(a, b found) int { return cmpUint(a.first, b.first) })
 
-	meta, err := readMeta(dir)
+	meta, err := openMeta(dir)
+	if errors.Is(err, os.ErrNotExist) && len(files) == 0 {
+		var id logID
+		if _, err := rand.Read(id[:]); err != nil {
+			return Recovery{}, err
+		}
+		if err := createMeta(dir, header{id: id, n: 1}); err != nil {
+			return Recovery{}, err
+		}
+		meta, err = openMeta(dir)
+	}
 	switch {
-	case errors.Is(err, os.ErrNotExist) && len(files) == 0:
-		if _, err := rand.Read(l.id[:]); err != nil {
-			return Recovery{}, err
-		}
-		if err := writeMeta(dir, header{id: l.id, n: 1}); err != nil {
-			return Recovery{}, err
-		}
-		meta = header{id: l.id, n: 1}
 	case errors.Is(err, os.ErrNotExist):
 		return Recovery{}, fmt.Errorf("%w: %d segment files and no meta file", ErrCorrupt, len(files))
 	case err != nil:
 		return Recovery{}, err
 	}
-	l.id, l.trunc, l.metaTrunc = meta.id, meta.n, meta.n
+	l.meta = meta
+	l.id, l.trunc = meta.cur.id, meta.cur.n
 
 	var r Recovery
 	var lastGood uint64 // highest index replay will deliver so far
@@ -221,7 +226,7 @@ func (l *Log) recover() (Recovery, error) {
 
 	l.next = max(l.trunc, lastGood+1)
 	// Segments with nothing unacknowledged (left by a crash inside
-	// TruncateBefore) and empty ones go; all are older than the new active.
+	// TruncateBefore) and empty ones go.
 	removed := false
 	for _, s := range keep {
 		if s.last < l.trunc || s.last < s.first {
@@ -239,14 +244,10 @@ func (l *Log) recover() (Recovery, error) {
 			return Recovery{}, err
 		}
 	}
-	active, err := l.createSegment(l.next)
-	if err != nil {
-		return Recovery{}, err
-	}
-	l.segs = append(l.segs, active)
-	l.active = active
-	l.layout = layout{off: active.size}
-	l.diskBytes += active.size
+	// No segment is created until the first append: Open needs no disk
+	// space, so a log that filled the disk can still be opened and
+	// replayed. The first record starts a segment (see layout.place).
+	l.layout = layout{off: l.cfg.SegmentBytes}
 	l.st.recovered = r.Records
 	r.First, r.Next = l.trunc, l.next
 	return r, nil
@@ -405,46 +406,6 @@ func (l *Log) createSegment(first uint64) (*segment, error) {
 		return nil, fmt.Errorf("cannot create segment %s: %w", path, err)
 	}
 	return &segment{path: path, first: first, last: first - 1, size: headerSize, f: f}, nil
-}
-
-func readMeta(dir string) (header, error) {
-	b, err := os.ReadFile(filepath.Join(dir, metaName))
-	if err != nil {
-		return header{}, err
-	}
-	h, err := decodeHeader(b, metaMagic)
-	if err != nil {
-		return header{}, fmt.Errorf("%w: meta file: %v", ErrCorrupt, err)
-	}
-	return h, nil
-}
-
-// writeMeta replaces the meta file atomically and durably.
-func writeMeta(dir string, h header) error {
-	path := filepath.Join(dir, metaName)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return fmt.Errorf("cannot write meta file: %w", err)
-	}
-	_, err = f.Write(appendHeader(nil, metaMagic, h))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("cannot write meta file: %w", err)
-	}
-	return nil
 }
 
 func syncDir(dir string) error {

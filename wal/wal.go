@@ -47,15 +47,16 @@ type Log struct {
 
 	mu        sync.Mutex
 	closed    bool
-	failed    error  // sticky; wraps ErrFailed
-	next      uint64 // index of the next record
-	trunc     uint64 // first index not acknowledged (the truncation point)
-	pend      []byte // encoded records not yet handed to a committer
-	spare     []byte // the committed buffer, kept for reuse
-	pendN     int    // records in pend
-	gen       *gen   // the group the records in pend belong to
-	segs      []*segment
-	diskBytes int64 // in the segment files
+	failed    error      // sticky; wraps ErrFailed
+	next      uint64     // index of the next record
+	trunc     uint64     // first index not acknowledged (the truncation point)
+	pend      []byte     // encoded records not yet handed to a committer
+	spare     []byte     // the committed buffer, kept for reuse
+	pendN     int        // records in pend
+	gen       *gen       // the group the records in pend belong to
+	segs      []*segment // oldest first
+	hasActive bool       // the last of segs is the active segment
+	diskBytes int64      // in the segment files
 	ages      []ageMark
 	st        counters
 
@@ -76,8 +77,8 @@ type Log struct {
 	active *segment
 	dirty  atomic.Bool // Interval: written since the last fsync
 
-	metaMu    sync.Mutex
-	metaTrunc uint64 // guarded by metaMu: the truncation point on disk
+	metaMu sync.Mutex // guards meta
+	meta   *metaFile
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -299,6 +300,7 @@ func (l *Log) commit() {
 			u.seg.size, u.seg.last = u.size, u.last
 		}
 		l.segs = append(l.segs, w.created...)
+		l.hasActive = l.hasActive || len(w.created) > 0
 		l.diskBytes += w.bytes
 		l.st.appended += uint64(n)
 	case errors.Is(err, ErrFailed):
@@ -315,8 +317,10 @@ func (l *Log) commit() {
 		for len(l.ages) > 0 && l.ages[len(l.ages)-1].index >= l.next {
 			l.ages = l.ages[:len(l.ages)-1]
 		}
-		a := l.segs[len(l.segs)-1]
-		l.layout = layout{off: a.size, records: a.last >= a.first}
+		l.layout = layout{off: l.cfg.SegmentBytes} // no active segment: start one
+		if a := l.active; a != nil {
+			l.layout = layout{off: a.size, records: a.last >= a.first}
+		}
 	}
 	if cap(buf) <= 4*l.cfg.MaxRecordBytes {
 		l.spare = buf[:0]
@@ -344,13 +348,19 @@ type segUpdate struct {
 }
 
 // write puts buf's records into the active segment, starting a new segment
-// at each index in breaks, and fsyncs in Fsync mode. A write error is undone
+// at each index in breaks (the first record always starts one when there is
+// no active segment yet), and fsyncs in Fsync mode. A write error is undone
 // (the files are cut back to where they were) and returned, wrapping ErrFull
 // for a full disk; an fsync error, or a write error that cannot be undone,
 // returns an error wrapping ErrFailed. The caller holds sem.
 func (l *Log) write(buf []byte, breaks []uint64) (w written, err error) {
-	start := l.active
-	cur, off, last := start, start.size, start.last
+	start := l.active // nil before the first append since Open
+	cur := start
+	var off int64
+	last := binary.LittleEndian.Uint64(buf[8:16]) - 1
+	if cur != nil {
+		off, last = cur.size, cur.last
+	}
 	runStart, runOff := 0, off
 	var replaced []*segment
 	defer func() {
@@ -371,22 +381,23 @@ func (l *Log) write(buf []byte, breaks []uint64) (w written, err error) {
 		if brk {
 			breaks = breaks[1:]
 		}
-		if index != last+1 {
-			return w, fmt.Errorf("%w: record %d follows %d in %s", ErrFailed, index, last, cur.path)
+		if index != last+1 || (cur == nil && !brk) {
+			return w, fmt.Errorf("%w: record %d follows %d, break %v", ErrFailed, index, last, brk)
 		}
 		if brk {
-			if p > runStart {
-				if _, err := cur.f.WriteAt(buf[runStart:p], runOff); err != nil {
-					return w, fmt.Errorf("cannot write %s: %w", cur.path, err)
+			if cur != nil {
+				if err := l.writeRun(cur, buf[runStart:p], runOff); err != nil {
+					return w, err
 				}
-			}
-			if p > runStart || l.cfg.Durability != Fsync {
-				if err := l.sync(cur.f); err != nil {
-					return w, fmt.Errorf("%w: cannot fsync %s: %v", ErrFailed, cur.path, err)
+				if p > runStart || l.cfg.Durability != Fsync {
+					if err := l.sync(cur.f); err != nil {
+						return w, fmt.Errorf("%w: cannot fsync %s: %v", ErrFailed, cur.path, err)
+					}
 				}
+				w.updates = append(w.updates, segUpdate{seg: cur, size: off, last: last})
+				w.bytes += int64(p - runStart)
+				replaced = append(replaced, cur)
 			}
-			w.updates = append(w.updates, segUpdate{seg: cur, size: off, last: last})
-			w.bytes += int64(p - runStart)
 			next, err := l.createSegment(index)
 			if err != nil {
 				return w, err
@@ -396,16 +407,15 @@ func (l *Log) write(buf []byte, breaks []uint64) (w written, err error) {
 			l.fmu.Lock()
 			l.active = next
 			l.fmu.Unlock()
-			replaced = append(replaced, cur)
-			cur, off, last = next, headerSize, index-1
+			cur, off = next, headerSize
 			runStart, runOff = p, headerSize
 		}
 		off += n
 		last = index
 		p += int(n)
 	}
-	if _, err := cur.f.WriteAt(buf[runStart:], runOff); err != nil {
-		return w, fmt.Errorf("cannot write %s: %w", cur.path, err)
+	if err := l.writeRun(cur, buf[runStart:], runOff); err != nil {
+		return w, err
 	}
 	w.bytes += int64(len(buf) - runStart)
 	w.updates = append(w.updates, segUpdate{seg: cur, size: off, last: last})
@@ -419,10 +429,21 @@ func (l *Log) write(buf []byte, breaks []uint64) (w written, err error) {
 	return w, nil
 }
 
+// writeRun writes b to s at off with one pwrite(2).
+func (l *Log) writeRun(s *segment, b []byte, off int64) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if _, err := s.f.WriteAt(b, off); err != nil {
+		return fmt.Errorf("cannot write %s: %w", s.path, err)
+	}
+	return nil
+}
+
 // undo takes back a failed write: it removes the segments the write created
-// and cuts the segment it started in back to its last good record, durably.
-// It returns cause (wrapping ErrFull for a full disk), or an error wrapping
-// ErrFailed if the undo itself fails.
+// and cuts the segment it started in (if any) back to its last good record,
+// durably. It returns cause (wrapping ErrFull for a full disk), or an error
+// wrapping ErrFailed if the undo itself fails.
 func (l *Log) undo(start *segment, created []*segment, cause error) error {
 	l.fmu.Lock()
 	l.active = start
@@ -431,7 +452,9 @@ func (l *Log) undo(start *segment, created []*segment, cause error) error {
 	for _, s := range created {
 		errs = append(errs, s.f.Close(), os.Remove(s.path))
 	}
-	errs = append(errs, start.f.Truncate(start.size), l.sync(start.f))
+	if start != nil {
+		errs = append(errs, start.f.Truncate(start.size), l.sync(start.f))
+	}
 	if len(created) > 0 {
 		errs = append(errs, syncDir(l.cfg.Dir))
 	}
@@ -439,7 +462,7 @@ func (l *Log) undo(start *segment, created []*segment, cause error) error {
 		return fmt.Errorf("%w: %v; cannot undo it: %v", ErrFailed, cause, err)
 	}
 	if errors.Is(cause, syscall.ENOSPC) {
-		return fmt.Errorf("%w: %v", ErrFull, cause)
+		return fmt.Errorf("%w: %w", ErrFull, cause)
 	}
 	return cause
 }
@@ -476,7 +499,10 @@ func (l *Log) syncLoop() {
 		}
 		l.fmu.Lock()
 		s := l.active
-		err := l.sync(s.f)
+		var err error
+		if s != nil {
+			err = l.sync(s.f)
+		}
 		l.fmu.Unlock()
 		if err != nil {
 			l.mu.Lock()
@@ -520,22 +546,29 @@ func (l *Log) TruncateBefore(index uint64) error {
 	l.mu.Lock()
 	t := l.trunc
 	l.mu.Unlock()
-	if t > l.metaTrunc {
-		if err := writeMeta(l.cfg.Dir, header{id: l.id, n: t}); err != nil {
+	if t > l.meta.cur.n {
+		if err := l.meta.write(header{id: l.id, n: t}); err != nil {
 			return fmt.Errorf("cannot truncate before %d: %w", t, err)
 		}
-		l.metaTrunc = t
 	}
 
 	l.mu.Lock()
+	// The last segment is the active one once an append has created it
+	// (hasActive); before that, every segment is from before Open.
+	keep := len(l.segs)
+	if l.hasActive {
+		keep--
+	}
 	k := 0
-	for k < len(l.segs)-1 && l.segs[k].last < t {
+	for k < keep && l.segs[k].last < t {
 		k++
 	}
 	doomed := append([]*segment(nil), l.segs[:k]...)
 	l.segs = append(l.segs[:0:0], l.segs[k:]...)
-	if a := l.segs[len(l.segs)-1]; a.last >= a.first && a.last < t && a.size >= l.cfg.SegmentBytes/8 {
-		l.rotate = true
+	if l.hasActive {
+		if a := l.segs[len(l.segs)-1]; a.last >= a.first && a.last < t && a.size >= l.cfg.SegmentBytes/8 {
+			l.rotate = true
+		}
 	}
 	l.mu.Unlock()
 
@@ -577,12 +610,15 @@ func (l *Log) Close() error {
 		l.mu.Lock()
 		failed := l.failed
 		l.mu.Unlock()
-		if failed == nil {
-			if err := l.sync(l.active.f); err != nil {
-				errs = append(errs, fmt.Errorf("cannot fsync %s: %w", l.active.path, err))
+		if a := l.active; a != nil {
+			if failed == nil {
+				if err := l.sync(a.f); err != nil {
+					errs = append(errs, fmt.Errorf("cannot fsync %s: %w", a.path, err))
+				}
 			}
+			errs = append(errs, a.f.Close())
 		}
-		errs = append(errs, l.active.f.Close(), unlockDir(l.lockFile))
+		errs = append(errs, l.meta.close(), unlockDir(l.lockFile))
 		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr

@@ -239,8 +239,8 @@ func TestTruncateAcrossRestarts(t *testing.T) {
 	if rec.First != 61 || rec.Next != 61 || rec.Records != 0 {
 		t.Fatalf("reopen after truncating all: got %+v, want First 61, Next 61, no records", rec)
 	}
-	if n := len(segFiles(t, cfg.Dir)); n != 1 {
-		t.Fatalf("%d segment files, want only the new active one", n)
+	if n := len(segFiles(t, cfg.Dir)); n != 0 {
+		t.Fatalf("%d segment files, want none before the first append", n)
 	}
 	if got := appendN(t, l, 60, 1); got[0].index != 61 {
 		t.Fatalf("append after truncating all got index %d, want 61", got[0].index)
@@ -255,11 +255,14 @@ func TestTruncateCrashBeforeRemove(t *testing.T) {
 	l, _ := openLog(t, cfg)
 	all := appendN(t, l, 0, 60)
 	closeLog(t, l)
-	meta, err := readMeta(cfg.Dir)
+	m, err := openMeta(cfg.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeMeta(cfg.Dir, header{id: meta.id, n: 40}); err != nil {
+	if err := m.write(header{id: m.cur.id, n: 40}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.close(); err != nil {
 		t.Fatal(err)
 	}
 	l, rec := openLog(t, cfg)
@@ -589,22 +592,60 @@ func TestBadSegmentHeader(t *testing.T) {
 	}
 }
 
+// TestMetaFile: a torn update of the meta file spoils one slot, and the
+// other still holds a truncation point; with both slots or the file gone,
+// Open refuses rather than replay acknowledged records.
 func TestMetaFile(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	l, _ := openLog(t, cfg)
-	appendN(t, l, 0, 3)
+	all := appendN(t, l, 0, 10)
+	for _, i := range []uint64{3, 5, 8} {
+		if err := l.TruncateBefore(i); err != nil {
+			t.Fatal(err)
+		}
+	}
 	closeLog(t, l)
 	meta := filepath.Join(cfg.Dir, metaName)
-	b, err := os.ReadFile(meta)
+	good, err := os.ReadFile(meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[30] ^= 1
-	if err := os.WriteFile(meta, b, 0o640); err != nil {
-		t.Fatal(err)
+	// Slot 1 holds 8 (3, 5, 8 went to slots 1, 0, 1); spoiling it leaves 5.
+	tests := []struct {
+		name      string
+		spoil     []int // byte offsets to flip
+		wantFirst uint64
+	}{
+		{"intact", nil, 8},
+		{"current slot torn", []int{headerSize + 30}, 5},
+		{"other slot torn", []int{30}, 8},
+		{"both slots", []int{30, headerSize + 30}, 0},
 	}
-	if _, _, err := Open(cfg); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("damaged meta file: got %v, want ErrCorrupt", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := bytes.Clone(good)
+			for _, off := range tt.spoil {
+				b[off] ^= 1
+			}
+			if err := os.WriteFile(meta, b, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			l, rec, err := Open(cfg)
+			if tt.wantFirst == 0 {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("got %v, want ErrCorrupt", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if rec.First != tt.wantFirst {
+				t.Fatalf("truncation point %d, want %d", rec.First, tt.wantFirst)
+			}
+			checkEntries(t, replayAll(t, l, 0), all[tt.wantFirst-1:])
+		})
 	}
 	if err := os.Remove(meta); err != nil {
 		t.Fatal(err)
