@@ -74,16 +74,16 @@ func decodeHeader(b []byte, magic [8]byte) (header, error) {
 func recordSize(n int) int64 { return recHeaderSize + int64(n) }
 
 // appendRecord appends the encoded record to dst.
+// It allocates only to grow dst.
 func appendRecord(dst []byte, index uint64, unixNano int64, payload []byte) []byte {
-	var h [recHeaderSize]byte
-	binary.LittleEndian.PutUint32(h[4:8], uint32(len(payload)))
-	binary.LittleEndian.PutUint64(h[8:16], index)
-	binary.LittleEndian.PutUint64(h[16:24], uint64(unixNano))
-	crc := crc32.Update(0, castagnoli, h[4:])
-	crc = crc32.Update(crc, castagnoli, payload)
-	binary.LittleEndian.PutUint32(h[0:4], crc)
-	dst = append(dst, h[:]...)
-	return append(dst, payload...)
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // the CRC, below
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint64(dst, index)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(unixNano))
+	dst = append(dst, payload...)
+	binary.LittleEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], castagnoli))
+	return dst
 }
 
 // Why a record could not be read. errTorn: the file ends inside the record.
@@ -110,6 +110,7 @@ type recordReader struct {
 	maxPayload int
 	next       uint64 // index the next record must have
 	off        int64  // offset just after the last good record
+	hdr        [recHeaderSize]byte
 	buf        []byte
 	err        error
 }
@@ -135,8 +136,8 @@ func (rr *recordReader) read() (record, error) {
 }
 
 func (rr *recordReader) decode() (record, int64, error) {
-	var h [recHeaderSize]byte
-	switch n, err := io.ReadFull(rr.r, h[:]); {
+	h := rr.hdr[:]
+	switch n, err := io.ReadFull(rr.r, h); {
 	case err == io.EOF:
 		return record{}, 0, io.EOF
 	case errors.Is(err, io.ErrUnexpectedEOF):

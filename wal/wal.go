@@ -77,6 +77,8 @@ type Log struct {
 	active *segment
 	dirty  atomic.Bool // Interval: written since the last fsync
 
+	updBuf []segUpdate // sem: reused by write
+
 	metaMu sync.Mutex // guards meta
 	meta   *metaFile
 
@@ -299,6 +301,7 @@ func (l *Log) commit() {
 		for _, u := range w.updates {
 			u.seg.size, u.seg.last = u.size, u.last
 		}
+		l.updBuf = w.updates[:0]
 		l.segs = append(l.segs, w.created...)
 		l.hasActive = l.hasActive || len(w.created) > 0
 		l.diskBytes += w.bytes
@@ -362,6 +365,7 @@ func (l *Log) write(buf []byte, breaks []uint64) (w written, err error) {
 		off, last = cur.size, cur.last
 	}
 	runStart, runOff := 0, off
+	w.updates = l.updBuf[:0]
 	var replaced []*segment
 	defer func() {
 		if err != nil && !errors.Is(err, ErrFailed) {
