@@ -48,7 +48,8 @@ const (
 	// inspection and is removed once TruncateBefore passes its good records.
 	CorruptRecord ProblemKind = "corrupt record"
 	// BadSegment: a segment whose header is damaged or does not match its
-	// name. It is renamed to NAME.corrupt and left for inspection.
+	// name. It is renamed to NAME.corrupt and left for inspection, as is a
+	// segment whose first record is corrupt.
 	BadSegment ProblemKind = "bad segment header"
 	// ForeignSegment: a segment written by another log (another agent's
 	// directory). It is renamed to NAME.foreign and left for inspection.
@@ -215,7 +216,7 @@ func (l *Log) recover() (Recovery, error) {
 		}
 		if s == nil { // renamed aside
 			renamed = true
-			if len(probs) > 0 && probs[0].Kind == BadSegment {
+			if probs[0].Kind != ForeignSegment {
 				// Its records are unreadable; never hand out their indexes again.
 				lastGood = max(lastGood, fd.first)
 			}
@@ -315,6 +316,10 @@ func (l *Log) scanSegment(path string, first uint64, isLast bool, lastGood *uint
 				}
 			}
 			s.size = rr.off
+			if p.Kind == CorruptRecord && s.last < s.first {
+				// Nothing good in it: set it aside whole, for inspection.
+				return nil, []Problem{p}, os.Rename(path, path+".corrupt")
+			}
 			probs := []Problem{p}
 			if overlap != nil {
 				probs = append([]Problem{*overlap}, probs...)
@@ -394,6 +399,9 @@ func (l *Log) createSegment(first uint64) (*segment, error) {
 		}
 		if err := l.sync(f); err != nil {
 			return err
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s exists (%v)", path, err) // never replace a segment
 		}
 		if err := os.Rename(tmp, path); err != nil {
 			return err

@@ -40,6 +40,10 @@ type Log struct {
 	id       logID
 	lockFile *os.File
 
+	// gate is held shared by AppendApply from before its append until its
+	// apply has returned, and exclusively by Checkpoint.
+	gate sync.RWMutex
+
 	// sem is held (one token) by the goroutine that writes to the segment
 	// files: an appender committing a group, TruncateBefore never, Close at
 	// the end. Holding it is what makes the fields marked "sem" safe.
@@ -245,6 +249,37 @@ func (l *Log) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error
 		return 0, g.err
 	}
 	return first, nil
+}
+
+// AppendApply appends payload like Append and, if that succeeds, calls
+// apply(index) before it returns; Checkpoint never runs in between. The agent
+// passes the in-memory add of the write's deltas as apply. apply must not
+// call Checkpoint.
+func (l *Log) AppendApply(ctx context.Context, payload []byte, apply func(index uint64)) (uint64, error) {
+	l.gate.RLock()
+	defer l.gate.RUnlock()
+	index, err := l.Append(ctx, payload)
+	if err == nil {
+		apply(index)
+	}
+	return index, err
+}
+
+// Checkpoint calls fn(next) at a moment when no AppendApply is between its
+// append and its apply: every record below next that was appended with
+// AppendApply has been applied, and none at or above it has. The agent drains
+// its counters in fn and, once the flush that carries what it drained is
+// acknowledged, calls TruncateBefore(next): the log then replays exactly what
+// no acknowledged flush carries. Checkpoint waits for the AppendApply calls
+// in progress (up to one fsync) and holds new ones back until fn returns, so
+// fn must be quick: drain, do not publish.
+func (l *Log) Checkpoint(fn func(next uint64)) {
+	l.gate.Lock()
+	defer l.gate.Unlock()
+	l.mu.Lock()
+	next := l.next
+	l.mu.Unlock()
+	fn(next)
 }
 
 // markAge notes the append time of index; l.mu is held.
@@ -622,7 +657,9 @@ func (l *Log) Close() error {
 			}
 			errs = append(errs, a.f.Close())
 		}
+		l.metaMu.Lock() // a TruncateBefore may be writing it
 		errs = append(errs, l.meta.close(), unlockDir(l.lockFile))
+		l.metaMu.Unlock()
 		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr

@@ -910,3 +910,64 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpoint: what Checkpoint's fn sees applied is exactly the records
+// below the index it is given, while AppendApply runs from many goroutines.
+func TestCheckpoint(t *testing.T) {
+	for _, d := range []Durability{Fsync, None} {
+		t.Run(string(d), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Durability = d
+			l, _ := openLog(t, cfg)
+			var mu sync.Mutex
+			applied := map[uint64]bool{}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						_, err := l.AppendApply(context.Background(), []byte("c"), func(i uint64) {
+							mu.Lock()
+							applied[i] = true
+							mu.Unlock()
+						})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			var last uint64
+			for range 50 {
+				l.Checkpoint(func(next uint64) {
+					mu.Lock()
+					defer mu.Unlock()
+					if len(applied) != int(next-1) {
+						t.Errorf("checkpoint at %d: %d records applied, want %d", next, len(applied), next-1)
+					}
+					for i := last; i < next; i++ {
+						if i > 0 && !applied[i] {
+							t.Errorf("checkpoint at %d: record %d not applied", next, i)
+						}
+					}
+					last = next
+				})
+				if err := l.TruncateBefore(last); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			if last < 10 {
+				t.Fatalf("only %d records in 50 checkpoints", last)
+			}
+		})
+	}
+}
