@@ -52,6 +52,13 @@
 // do not wait for commits. Lock order: the commit token, then Log.mu; fmu and
 // metaMu are never held with each other.
 //
+// AppendApply and Checkpoint are the flush barrier: AppendApply holds a
+// shared gate from before its append until its apply (the in-memory add) has
+// run; Checkpoint runs its fn under the exclusive gate with the next index,
+// so that a drain in fn holds every record below that index and none above
+// it, and TruncateBefore(next) after the flush is acknowledged leaves in the
+// log exactly what no acknowledged flush carries.
+//
 // # Invariants
 //
 //   - An Append that returned nil in Fsync mode is on disk and is replayed

@@ -238,7 +238,7 @@ func (l *Log) recover() (Recovery, error) {
 			continue
 		}
 		l.segs = append(l.segs, s)
-		l.diskBytes += s.size
+		l.diskBytes += s.size + s.extra
 	}
 	if renamed || removed {
 		if err := syncDir(dir); err != nil {
@@ -316,6 +316,9 @@ func (l *Log) scanSegment(path string, first uint64, isLast bool, lastGood *uint
 				}
 			}
 			s.size = rr.off
+			if p.Kind == CorruptRecord {
+				s.extra = fileSize - rr.off
+			}
 			if p.Kind == CorruptRecord && s.last < s.first {
 				// Nothing good in it: set it aside whole, for inspection.
 				return nil, []Problem{p}, os.Rename(path, path+".corrupt")

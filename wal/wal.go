@@ -104,6 +104,7 @@ type segment struct {
 	first uint64   // index of its first record (from its header)
 	last  uint64   // index of its last good record; first-1 when it has none
 	size  int64    // bytes up to the end of the last good record
+	extra int64    // bytes after size that Open did not trust (left for inspection)
 	f     *os.File // open for writing: the active segment only
 }
 
@@ -618,7 +619,7 @@ func (l *Log) TruncateBefore(index uint64) error {
 			errs = append(errs, err)
 			continue
 		}
-		freed += s.size
+		freed += s.size + s.extra
 	}
 	l.mu.Lock()
 	l.diskBytes -= freed

@@ -112,6 +112,20 @@ func segFiles(t *testing.T, dir string) []string {
 	return m
 }
 
+// fileBytes is the size of dir's segment files together.
+func fileBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	for _, f := range segFiles(t, dir) {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, d := range []Durability{Fsync, Interval} {
 		t.Run(string(d), func(t *testing.T) {
@@ -441,6 +455,9 @@ func TestFlippedBytes(t *testing.T) {
 		l, r, err := Open(cfg)
 		if err != nil {
 			t.Fatalf("flip at %d: Open: %v", off, err)
+		}
+		if st, files := l.Stats(), fileBytes(t, dir); st.Bytes != files {
+			t.Fatalf("flip at %d: Stats.Bytes = %d, the segment files hold %d", off, st.Bytes, files)
 		}
 		got := replayAll(t, l, 0)
 		if !isPrefix(got, want) || len(got) != rec {
