@@ -11,9 +11,10 @@
 // under a CRC-32C (Castagnoli). A segment starts with a header holding the
 // log's random 128-bit id and the segment's first index; the meta file holds
 // the id and the truncation point, the first index not yet acknowledged.
-// Indexes of records that failed to append (ErrFull after a full disk) are
-// skipped, never reused; replay delivers strictly increasing indexes, each
-// once.
+// Indexes have no gaps: an append that fails takes none, and the index of
+// an acknowledged record is never handed out again (except after a power
+// cut in Interval mode, which loses records). Replay delivers strictly
+// increasing indexes, each once.
 //
 // # Durability modes and their loss windows
 //

@@ -161,8 +161,8 @@ type counters struct {
 //
 // Errors: ErrTooLarge, ErrFull (nothing appended), ErrClosed, ErrFailed, or
 // the write or fsync error of the group. If ctx ends first, Append returns
-// the index and ctx.Err(): the record stays queued and may still become
-// durable, so its outcome is unknown, as after any timeout.
+// ctx.Err(): the record stays queued and may still become durable, so its
+// outcome is unknown, as after any timeout.
 func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 	return l.AppendBatch(ctx, [][]byte{payload})
 }
@@ -244,7 +244,7 @@ func (l *Log) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error
 		}
 		<-l.sem
 	case <-ctx.Done():
-		return first, ctx.Err()
+		return 0, ctx.Err()
 	}
 	if g.err != nil {
 		return 0, g.err

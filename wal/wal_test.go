@@ -988,3 +988,24 @@ func TestCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestIntervalSyncs: in Interval mode the background fsync runs after a write.
+func TestIntervalSyncs(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Durability = Interval
+	cfg.SyncInterval = 5 * time.Millisecond
+	l, _ := openLog(t, cfg)
+	appendN(t, l, 0, 1)
+	before := l.Stats().Fsyncs // the new segment's
+	appendN(t, l, 1, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Stats().Fsyncs == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no background fsync within 5 s (SyncInterval %v)", cfg.SyncInterval)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if l.dirty.Load() {
+		t.Fatal("the background fsync ran and the log is still marked dirty")
+	}
+}
