@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -167,7 +168,7 @@ func (l *Log) recover() (Recovery, error) {
 			files = append(files, found{name, first})
 		}
 	}
-	slices.SortFunc(files, func(a, b found) int { return cmpUint(a.first, b.first) })
+	slices.SortFunc(files, func(a, b found) int { return cmp.Compare(a.first, b.first) })
 
 	meta, err := openMeta(dir)
 	if errors.Is(err, os.ErrNotExist) && len(files) == 0 {
@@ -374,16 +375,6 @@ func reachesEnd(f *os.File, off, fileSize int64) bool {
 		p += int64(n)
 	}
 	return true
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // createSegment creates the segment whose first record will be first: the
