@@ -19,6 +19,7 @@ const (
 	lockName   = "LOCK"
 	segSuffix  = ".seg"
 	tmpSuffix  = ".tmp"
+	tornSuffix = ".torn" // the bytes cut off a torn tail, kept for inspection
 	segNameLen = 20 + len(segSuffix)
 )
 
@@ -41,7 +42,8 @@ const (
 	// TornTail: the last segment ends inside a record, or in a record whose
 	// bytes are wrong and that reaches the end of the file, or in zeros:
 	// what a crash during a write leaves. The record was never acknowledged
-	// in Fsync mode. Open cuts the file back to the last good record.
+	// in Fsync mode. Open moves the bytes from the last good record on to
+	// NAME.torn (removed with the segment) and cuts the file there.
 	TornTail ProblemKind = "torn tail"
 	// CorruptRecord: a record that fails its checksum, length or index check
 	// with more bytes after it, or in a segment that is not the last. Nothing
@@ -232,7 +234,7 @@ func (l *Log) recover() (Recovery, error) {
 	removed := false
 	for _, s := range keep {
 		if s.last < l.trunc || s.last < s.first {
-			if err := os.Remove(s.path); err != nil {
+			if err := removeSegment(s.path); err != nil {
 				return Recovery{}, err
 			}
 			removed = true
@@ -307,18 +309,22 @@ func (l *Log) scanSegment(path string, first uint64, isLast bool, lastGood *uint
 			if s.last >= s.first {
 				p.After = s.last
 			}
+			s.size = rr.off
+			s.extra = fileSize - rr.off
 			if isLast && (errors.Is(err, errTorn) || reachesEnd(f, rr.off, fileSize)) {
 				p.Kind = TornTail
-				if err := f.Truncate(rr.off); err != nil {
-					return nil, nil, err
+				// A damaged length field looks like a torn write too, so
+				// the bytes are kept in NAME.torn before the cut. Without
+				// room for them the file stays as it is.
+				if saveTail(f, path+tornSuffix, rr.off, fileSize) == nil {
+					if err := f.Truncate(rr.off); err != nil {
+						return nil, nil, err
+					}
+					if err := f.Sync(); err != nil {
+						return nil, nil, err
+					}
+					s.extra = 0
 				}
-				if err := f.Sync(); err != nil {
-					return nil, nil, err
-				}
-			}
-			s.size = rr.off
-			if p.Kind == CorruptRecord {
-				s.extra = fileSize - rr.off
 			}
 			if p.Kind == CorruptRecord && s.last < s.first {
 				// Nothing good in it: set it aside whole, for inspection.
@@ -348,6 +354,41 @@ func (l *Log) scanSegment(path string, first uint64, isLast bool, lastGood *uint
 		return s, []Problem{*overlap}, nil
 	}
 	return s, nil, nil
+}
+
+// saveTail copies the bytes of f from off to size into a new file at path,
+// durably.
+func saveTail(f *os.File, path string, off, size int64) error {
+	tmp := path + tmpSuffix
+	t, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(t, io.NewSectionReader(f, off, size-off))
+	if err == nil {
+		err = t.Sync()
+	}
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// removeSegment removes a segment file and the torn tail saved beside it.
+func removeSegment(path string) error {
+	if err := os.Remove(path + tornSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.Remove(path)
 }
 
 // reachesEnd reports whether the bytes after off are what a crash during a

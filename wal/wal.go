@@ -615,7 +615,7 @@ func (l *Log) TruncateBefore(index uint64) error {
 	var errs []error
 	var freed int64
 	for _, s := range doomed {
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeSegment(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}

@@ -374,6 +374,12 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 		if st := l.Stats(); st.TornTails != wantProblems || rec.Next != 3 {
 			t.Fatalf("cut at %d: got %d torn tails, next %d, want %d, 3", cut, st.TornTails, rec.Next, wantProblems)
 		}
+		if wantProblems == 1 {
+			kept, err := os.ReadFile(path + tornSuffix)
+			if err != nil || !bytes.Equal(kept, data[lastStart:cut]) {
+				t.Fatalf("cut at %d: the torn bytes were not kept in %s (%v)", cut, path+tornSuffix, err)
+			}
+		}
 		// The tail is cut off the file: appending and reopening report nothing.
 		if _, err := l.Append(context.Background(), []byte("after")); err != nil {
 			t.Fatal(err)
@@ -389,6 +395,13 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 			t.Fatalf("cut at %d, second open: got problems %v, want none", cut, rec.Problems)
 		}
 		checkEntries(t, replayAll(t, l, 0), append(want[:2:2], entry{3, "after"}))
+		// Acknowledging everything removes the segment and its torn bytes.
+		if err := l.TruncateBefore(4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(path + tornSuffix); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("cut at %d: %s is still there after TruncateBefore (%v)", cut, path+tornSuffix, err)
+		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
