@@ -32,7 +32,8 @@
 //
 // Open checks every record. Damage is reported in Recovery.Problems and in
 // Stats, never replayed, and never makes Open fail: a torn tail (the last
-// segment ends inside a record, or in zeros) is cut off; after a corrupt
+// segment ends inside a record, or in zeros) is cut off and its bytes kept
+// in NAME.torn; after a corrupt
 // record nothing more of that segment is replayed; a segment with a bad
 // header or another log's id is renamed aside. Open fails only for a bad
 // Config, an I/O error, a directory another Log holds (ErrLocked), or a
