@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,24 +15,15 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/natsjs/natsjstest"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
-
-// openEmbedded opens a real bbolt store in a temporary file (without fsync:
-// these tests check behaviour), closed at cleanup.
-func openEmbedded(t *testing.T) *embedded.Store {
-	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 // testRecountConfig checks every stats row on every pass (any row older
 // than a nanosecond is stale) with a short quiet period.
@@ -124,7 +114,7 @@ func equalNonZero(a, b map[string]Tally) bool {
 // that one pass repairs every one of them, reports the exact drift, keeps
 // the other counters and the sequence, and that the next pass finds none.
 func TestRecountPassRepairsCorruption(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
 	old := time.Now().Add(-time.Hour).UTC()
 	row := func(id, scope string, likes, dislikes int64, seq uint64) engagement.Stats {
@@ -238,7 +228,7 @@ func TestRecountPassRepairsCorruption(t *testing.T) {
 // TestRecountPassResumes checks that passes continue where the previous
 // one stopped and that a full cycle checks every item once.
 func TestRecountPassResumes(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.Batch = 4
 	rc := newTestRecounter(t, st, cfg)
@@ -291,7 +281,7 @@ func TestRecountPassResumes(t *testing.T) {
 // TestRecountSample checks that a pass checks Sample of the items updated
 // recently, and no more.
 func TestRecountSample(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.StaleAfter = time.Hour
 	cfg.Sample = 3
@@ -319,7 +309,7 @@ func TestRecountSample(t *testing.T) {
 // TestRecountOnDemand covers the on-demand recount's answers and its bad
 // input: nothing is read or written for a call with a malformed id.
 func TestRecountOnDemand(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.Partitions = 4
 	// Own only the partition of "mine".
@@ -417,25 +407,13 @@ func duringQuiet(t *testing.T, rc *Recounter, id string, fn func()) ItemResult {
 		res, err := rc.Recount(t.Context(), []string{id}, RecountOptions{})
 		done <- result{res, err}
 	}()
-	waitFor(t, "the item to be counted", func() bool { return rc.Stats().RowsChecked.Load() > before })
+	testenv.Eventually(t, 30*time.Second, "the item to be counted", testenv.Until(func() bool { return rc.Stats().RowsChecked.Load() > before }))
 	fn()
 	r := <-done
 	if r.err != nil || len(r.res) != 1 {
 		t.Fatalf("Recount = %+v, %v", r.res, r.err)
 	}
 	return r.res[0]
-}
-
-// waitFor polls cond every 10 ms for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestRecountLeavesMovingTotals checks the race rule directly: an item
@@ -477,7 +455,7 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := openEmbedded(t)
+			st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 			rc := newTestRecounter(t, st, testRecountConfig(quiet))
 			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
 			if err := st.WriteStats(t.Context(), []engagement.Stats{
@@ -560,24 +538,12 @@ const testPartitions = 4
 
 func startPipeline(t *testing.T, quiet, flush time.Duration) *pipeline {
 	t.Helper()
-	p := &pipeline{st: openEmbedded(t)}
+	p := &pipeline{st: embeddedtest.Open(t, embedded.Config{NoSync: true})}
 	scfg := natsjs.DefaultServerConfig(t.TempDir())
 	scfg.SyncAlways = false
-	srv, err := natsjs.StartServer(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	bus, err := srv.Client("recount-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Close() })
 	stream := natsjs.DefaultStreamConfig()
 	stream.Partitions = testPartitions
-	if err := bus.EnsureStream(t.Context(), stream); err != nil {
-		t.Fatal(err)
-	}
+	bus := natsjstest.Stream(t, scfg, "recount-test", stream)
 	cfg := testRecountConfig(quiet)
 	cfg.Partitions = testPartitions
 	p.rc = newTestRecounter(t, p.st, cfg)
@@ -599,6 +565,7 @@ func startPipeline(t *testing.T, quiet, flush time.Duration) *pipeline {
 	acfg := region.DefaultConfig("us", "recount-agent")
 	acfg.Partitions = testPartitions
 	acfg.FlushInterval = flush
+	var err error
 	p.agent, err = region.New(acfg, region.Deps{Reactions: p.st, Stats: p.st, Publisher: bus.Publisher(stream)})
 	if err != nil {
 		t.Fatal(err)
@@ -615,10 +582,10 @@ func (p *pipeline) drain(t *testing.T) {
 	if err := p.agent.Stop(t.Context()); err != nil {
 		t.Fatalf("agent Stop: %v", err)
 	}
-	waitFor(t, "the rollup to apply every message", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the rollup to apply every message", testenv.Until(func() bool {
 		n, err := p.consumer.Pending(t.Context(), p.parts)
 		return err == nil && n == 0
-	})
+	}))
 }
 
 // toggle sets a random reaction; a contended compare-and-set is the only
@@ -798,7 +765,7 @@ func TestRecountWaitsForInFlightDeltas(t *testing.T) {
 // TestHandleWaitsForRepair checks the exclusion itself: while a repair
 // holds the apply lock, no message is applied.
 func TestHandleWaitsForRepair(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
 	msg := partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1,
 		Sums: []partial.Sum{{ContentID: "x", Counter: "view", Region: "us", Delta: 1}}})
@@ -857,7 +824,7 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := openEmbedded(t)
+			st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 			rc := newTestRecounter(t, st, testRecountConfig(quiet))
 			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
 			if err := st.WriteStats(t.Context(), []engagement.Stats{
