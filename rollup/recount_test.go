@@ -416,6 +416,46 @@ func duringQuiet(t *testing.T, rc *Recounter, id string, fn func()) ItemResult {
 	return r.res[0]
 }
 
+// likeMsg is a message of one like of id in us, flushed at flushed.
+func likeMsg(id string, flushed time.Time) []byte {
+	return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
+		Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
+}
+
+// driftedRecounter is a recounter with quiet period quiet over a fresh
+// store where x has one like in its reactions and 10 in its totals.
+func driftedRecounter(t *testing.T, quiet time.Duration) (*Recounter, *embedded.Store) {
+	t.Helper()
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
+	rc := newTestRecounter(t, st, testRecountConfig(quiet))
+	insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
+	if err := st.WriteStats(t.Context(), []engagement.Stats{
+		{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
+		{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rc, st
+}
+
+// handleLate applies a message of y flushed three quiet periods ago.
+func handleLate(t *testing.T, rc *Recounter, quiet time.Duration) {
+	t.Helper()
+	if err := rc.ru.Handle(t.Context(), 100, likeMsg("y", time.Now().Add(-3*quiet))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failApply makes an apply fail (its context is cancelled).
+func failApply(t *testing.T, rc *Recounter) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := rc.ru.Handle(ctx, 100, likeMsg("y", time.Now())); err == nil {
+		t.Fatal("Handle with a cancelled context succeeded")
+	}
+}
+
 // TestRecountLeavesMovingTotals checks the race rule directly: an item
 // whose totals change while it is counted, or a pipeline seen to be
 // behind, gets no repair; the drift is left for a later pass.
@@ -423,10 +463,6 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 	// The quiet period only has to outlast fn, which runs right after the
 	// count; 2 s leaves room for a slow machine.
 	const quiet = 2 * time.Second
-	msg := func(id string, flushed time.Time) []byte {
-		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
-			Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
-	}
 	tests := []struct {
 		name       string
 		during     func(t *testing.T, rc *Recounter)
@@ -435,35 +471,17 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 		wantLikes int64
 	}{
 		{"applied meanwhile", func(t *testing.T, rc *Recounter) {
-			if err := rc.ru.Handle(t.Context(), 100, msg("x", time.Now())); err != nil {
+			if err := rc.ru.Handle(t.Context(), 100, likeMsg("x", time.Now())); err != nil {
 				t.Fatal(err)
 			}
 		}, "changed while the item was counted", 11},
-		{"late message", func(t *testing.T, rc *Recounter) {
-			if err := rc.ru.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
-				t.Fatal(err)
-			}
-		}, "pipeline behind", 10},
-		{"failed apply", func(t *testing.T, rc *Recounter) {
-			ctx, cancel := context.WithCancel(t.Context())
-			cancel()
-			if err := rc.ru.Handle(ctx, 100, msg("y", time.Now())); err == nil {
-				t.Fatal("Handle with a cancelled context succeeded")
-			}
-		}, "failed to apply", 10},
+		{"late message", func(t *testing.T, rc *Recounter) { handleLate(t, rc, quiet) }, "pipeline behind", 10},
+		{"failed apply", failApply, "failed to apply", 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := embeddedtest.Open(t, embedded.Config{NoSync: true})
-			rc := newTestRecounter(t, st, testRecountConfig(quiet))
-			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
-			if err := st.WriteStats(t.Context(), []engagement.Stats{
-				{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
-				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			rc, st := driftedRecounter(t, quiet)
 			res := duringQuiet(t, rc, "x", func() { tt.during(t, rc) })
 			if res.Status != ItemDeferred || !strings.Contains(res.Reason, tt.wantReason) {
 				t.Fatalf("result = %+v; want deferred because %q", res, tt.wantReason)
@@ -797,26 +815,14 @@ func TestHandleWaitsForRepair(t *testing.T) {
 // and a failed message keeps repairs deferred until a message applies.
 func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 	const quiet = time.Second
-	msg := func(id string, flushed time.Time) []byte {
-		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
-			Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
-	}
 	tests := []struct {
 		name       string
 		before     func(t *testing.T, rc *Recounter)
 		wantReason string
 	}{
-		{"late message", func(t *testing.T, rc *Recounter) {
-			if err := rc.ru.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
-				t.Fatal(err)
-			}
-		}, "was applied"},
+		{"late message", func(t *testing.T, rc *Recounter) { handleLate(t, rc, quiet) }, "was applied"},
 		{"failed apply", func(t *testing.T, rc *Recounter) {
-			ctx, cancel := context.WithCancel(t.Context())
-			cancel()
-			if err := rc.ru.Handle(ctx, 100, msg("y", time.Now())); err == nil {
-				t.Fatal("Handle with a cancelled context succeeded")
-			}
+			failApply(t, rc)
 			// Well past the quiet period: still not applied since.
 			time.Sleep(2 * quiet)
 		}, "none has been applied since"},
@@ -824,15 +830,7 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := embeddedtest.Open(t, embedded.Config{NoSync: true})
-			rc := newTestRecounter(t, st, testRecountConfig(quiet))
-			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
-			if err := st.WriteStats(t.Context(), []engagement.Stats{
-				{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
-				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			rc, st := driftedRecounter(t, quiet)
 			tt.before(t, rc)
 			res, err := rc.Recount(t.Context(), []string{"x"}, RecountOptions{})
 			if err != nil || len(res) != 1 {
