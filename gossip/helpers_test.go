@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -37,9 +38,37 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testLogger logs warnings to t's output until t's cleanup, and drops
+// them after: memberlist's timers (a suspicion that ends, say) may still
+// fire after Close, and the testing package panics at a write after its
+// test completed.
 func testLogger(t testing.TB) *slog.Logger {
 	t.Helper()
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := &testOutput{w: t.Output()}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// testOutput forwards writes to w until close.
+type testOutput struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (o *testOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return len(p), nil
+	}
+	return o.w.Write(p)
+}
+
+func (o *testOutput) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
 }
 
 func newKey(t testing.TB) []byte {
@@ -127,23 +156,6 @@ func join(t testing.TB, n, seed *Node) {
 	t.Helper()
 	if k, err := n.Join(t.Context(), []string{seed.Addr()}); err != nil || k != 1 {
 		t.Fatalf("Join(%s → %s) = %d, %v; want 1, nil", n.Name(), seed.Name(), k, err)
-	}
-}
-
-// eventually polls cond every 10 ms until it returns "" or 15 s pass, and
-// then fails with cond's last complaint.
-func eventually(t testing.TB, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s", what, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

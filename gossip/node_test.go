@@ -9,8 +9,11 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 // cluster starts len(names) nodes of region sharing keys, all joined to the
@@ -26,7 +29,7 @@ func cluster(t *testing.T, region, keys string, names ...string) ([]*Node, []*re
 		}
 		nodes, recs = append(nodes, n), append(recs, rec)
 	}
-	eventually(t, "cluster forms", seesLive(nodes, names...))
+	testenv.Eventually(t, 15*time.Second, "cluster forms", testenv.UntilEmpty(seesLive(nodes, names...)))
 	return nodes, recs
 }
 
@@ -76,7 +79,7 @@ func TestPublishReachesEveryMember(t *testing.T) {
 		if err := a.Publish(tc.key, tc.data); err != nil {
 			t.Fatalf("Publish(%s): %v", tc.key, err)
 		}
-		eventually(t, "value "+tc.key+" reaches b and c", hasValue(nodes[1:], "a", tc.key, tc.data))
+		testenv.Eventually(t, 15*time.Second, "value "+tc.key+" reaches b and c", testenv.UntilEmpty(hasValue(nodes[1:], "a", tc.key, tc.data)))
 	}
 	if s := a.Stats(); s.Broadcasts.Load() < 2 || s.ReliableSends.Load() < 2 {
 		t.Errorf("a: broadcasts %d, reliable sends %d; want ≥ 2 of each (small by UDP, large by TCP)",
@@ -101,19 +104,19 @@ func TestLateJoinerGetsStateByPushPull(t *testing.T) {
 	}
 	for _, n := range nodes {
 		others := slices.DeleteFunc(slices.Clone(nodes), func(o *Node) bool { return o == n })
-		eventually(t, "values of "+n.Name()+" spread", hasValue(others, n.Name(), "like", []byte("small from "+n.Name())))
+		testenv.Eventually(t, 15*time.Second, "values of "+n.Name()+" spread", testenv.UntilEmpty(hasValue(others, n.Name(), "like", []byte("small from "+n.Name()))))
 	}
 	// Broadcasts are retransmitted a few times and then dropped; large
 	// values were sent once, to the members of the time. After that only a
 	// push/pull can bring the values to a newcomer.
-	eventually(t, "broadcast queues drain", func() string {
+	testenv.Eventually(t, 15*time.Second, "broadcast queues drain", testenv.UntilEmpty(func() string {
 		for _, n := range nodes {
 			if q := n.QueuedBroadcasts(); q != 0 {
 				return fmt.Sprintf("%s has %d queued", n.Name(), q)
 			}
 		}
 		return ""
-	})
+	}))
 	d, _ := startNode(t, testConfig("eu-west", "d", keys))
 	join(t, d, nodes[0])
 	if got := len(d.Peers("like")) + len(d.Peers("share")); got != 6 {
@@ -135,8 +138,8 @@ func TestLeaveAndFailureAreObserved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "values spread", hasValue([]*Node{a}, "b", "like", []byte("b")))
-	eventually(t, "values spread", hasValue([]*Node{a}, "c", "like", []byte("c")))
+	testenv.Eventually(t, 15*time.Second, "values spread", testenv.UntilEmpty(hasValue([]*Node{a}, "b", "like", []byte("b"))))
+	testenv.Eventually(t, 15*time.Second, "values spread", testenv.UntilEmpty(hasValue([]*Node{a}, "c", "like", []byte("c"))))
 
 	if err := c.Leave(5e9); err != nil {
 		t.Fatalf("Leave: %v", err)
@@ -144,21 +147,21 @@ func TestLeaveAndFailureAreObserved(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "c seen left", func() string {
+	testenv.Eventually(t, 15*time.Second, "c seen left", testenv.UntilEmpty(func() string {
 		if !recs[0].has(EventLeave, "c") || !recs[1].has(EventLeave, "c") {
 			return "no leave event for c at a or b"
 		}
 		return ""
-	})
+	}))
 	if err := b.Close(); err != nil { // no Leave: a failure
 		t.Fatal(err)
 	}
-	eventually(t, "b seen dead", func() string {
+	testenv.Eventually(t, 15*time.Second, "b seen dead", testenv.UntilEmpty(func() string {
 		if !recs[0].has(EventFail, "b") {
 			return "no fail event for b at a"
 		}
 		return ""
-	})
+	}))
 	if !recs[0].has(EventSuspect, "b") {
 		t.Error("a (b's only prober) got no suspect event for b before it failed")
 	}
@@ -219,12 +222,12 @@ func TestIntrudersRejectedAndCounted(t *testing.T) {
 			if k, err := x.Join(t.Context(), []string{seed.Addr()}); err == nil || !errors.Is(err, ErrNoSeed) {
 				t.Fatalf("Join = %d, %v; want ErrNoSeed", k, err)
 			}
-			eventually(t, "rejection counted", func() string {
+			testenv.Eventually(t, 15*time.Second, "rejection counted", testenv.UntilEmpty(func() string {
 				if got := tc.counter(seed.Stats()); got <= before {
 					return fmt.Sprintf("counter at %d, was %d", got, before)
 				}
 				return ""
-			})
+			}))
 			if got := liveNames(seed); !slices.Equal(got, []string{"seed"}) {
 				t.Errorf("seed sees %v, want only itself", got)
 			}
@@ -244,12 +247,12 @@ func TestIntrudersRejectedAndCounted(t *testing.T) {
 		if _, err := ml.Join([]string{seed.Addr()}); err == nil {
 			t.Fatal("an unlabelled memberlist node joined the seed")
 		}
-		eventually(t, "rejection counted", func() string {
+		testenv.Eventually(t, 15*time.Second, "rejection counted", testenv.UntilEmpty(func() string {
 			if got := seed.Stats().LabelRejected.Load(); got <= before {
 				return fmt.Sprintf("label rejections at %d, was %d", got, before)
 			}
 			return ""
-		})
+		}))
 	})
 	if got := liveNames(seed); !slices.Equal(got, []string{"seed"}) {
 		t.Errorf("seed sees %v, want only itself", got)
@@ -268,12 +271,12 @@ func TestRegionsNeverMerge(t *testing.T) {
 	if _, err := west[1].Join(t.Context(), []string{east[0].Addr()}); err == nil {
 		t.Fatal("a eu-west node joined us-east")
 	}
-	eventually(t, "us-east counts the label rejection", func() string {
+	testenv.Eventually(t, 15*time.Second, "us-east counts the label rejection", testenv.UntilEmpty(func() string {
 		if got := east[0].Stats().LabelRejected.Load(); got <= before {
 			return fmt.Sprintf("label rejections %d → %d", before, got)
 		}
 		return ""
-	})
+	}))
 
 	cfg := testConfig("eu-west", "w3", keys)
 	cfg.label = LabelPrefix + "us-east"
@@ -282,14 +285,14 @@ func TestRegionsNeverMerge(t *testing.T) {
 	if _, err := spy.Join(t.Context(), []string{east[0].Addr()}); err == nil {
 		t.Fatal("a eu-west node with us-east's label joined us-east")
 	}
-	eventually(t, "us-east refuses the eu-west node", func() string {
+	testenv.Eventually(t, 15*time.Second, "us-east refuses the eu-west node", testenv.UntilEmpty(func() string {
 		if got := east[0].Stats().RefusedNodes.Load(); got <= refused {
 			return fmt.Sprintf("refused nodes %d → %d", refused, got)
 		}
 		return ""
-	})
-	eventually(t, "regions stay apart", seesLive(east, "e1", "e2"))
-	eventually(t, "regions stay apart", seesLive(west, "w1", "w2"))
+	}))
+	testenv.Eventually(t, 15*time.Second, "regions stay apart", testenv.UntilEmpty(seesLive(east, "e1", "e2")))
+	testenv.Eventually(t, 15*time.Second, "regions stay apart", testenv.UntilEmpty(seesLive(west, "w1", "w2")))
 }
 
 func TestKeyRotationWithoutPartition(t *testing.T) {
@@ -306,7 +309,7 @@ func TestKeyRotationWithoutPartition(t *testing.T) {
 		}
 		nodes = append(nodes, n)
 	}
-	eventually(t, "cluster forms", seesLive(nodes, names...))
+	testenv.Eventually(t, 15*time.Second, "cluster forms", testenv.UntilEmpty(seesLive(nodes, names...)))
 	oldFP, newFP := Fingerprint(oldKey), Fingerprint(newKey)
 
 	for step, tc := range []struct {
@@ -327,9 +330,9 @@ func TestKeyRotationWithoutPartition(t *testing.T) {
 			if err := nodes[0].Publish("like", data); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "gossip flows mid-rotation", hasValue(nodes[1:], "a", "like", data))
+			testenv.Eventually(t, 15*time.Second, "gossip flows mid-rotation", testenv.UntilEmpty(hasValue(nodes[1:], "a", "like", data)))
 		}
-		eventually(t, fmt.Sprintf("step %d visible in /v1/cluster", step+1), func() string {
+		testenv.Eventually(t, 15*time.Second, fmt.Sprintf("step %d visible in /v1/cluster", step+1), testenv.UntilEmpty(func() string {
 			for _, n := range nodes {
 				for _, m := range n.Members() {
 					if !slices.Equal(m.KeyFingerprints, tc.want) {
@@ -338,8 +341,8 @@ func TestKeyRotationWithoutPartition(t *testing.T) {
 				}
 			}
 			return ""
-		})
-		eventually(t, "no partition", seesLive(nodes, names...))
+		}))
+		testenv.Eventually(t, 15*time.Second, "no partition", testenv.UntilEmpty(seesLive(nodes, names...)))
 	}
 	for _, n := range nodes {
 		if got := n.Stats().KeyRejected.Load(); got != 0 {
@@ -389,7 +392,7 @@ func TestBadStateMessagesCountedAndIgnored(t *testing.T) {
 	if err := a.Publish("like", []byte("v2")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "value reaches b", hasValue([]*Node{b}, "a", "like", []byte("v2")))
+	testenv.Eventually(t, 15*time.Second, "value reaches b", testenv.UntilEmpty(hasValue([]*Node{b}, "a", "like", []byte("v2"))))
 	held := b.Peers("like")[0]
 
 	valid := func(e entry) []byte { return encodeEntries(nil, []entry{e}) }
@@ -409,20 +412,20 @@ func TestBadStateMessagesCountedAndIgnored(t *testing.T) {
 		}
 	}
 	s := b.Stats()
-	eventually(t, "b counts every bad message", func() string {
+	testenv.Eventually(t, 15*time.Second, "b counts every bad message", testenv.UntilEmpty(func() string {
 		got := [4]uint64{s.StateMalformed.Load(), s.StateOversized.Load(), s.UpdatesStale.Load(), s.UpdatesRefused.Load()}
 		if got[0] < 2 || got[1] < 1 || got[2] < 1 || got[3] < 1 {
 			return fmt.Sprintf("malformed, oversized, stale, refused = %v; want ≥ [2 1 1 1]", got)
 		}
 		return ""
-	})
+	}))
 	if got := b.Peers("like"); len(got) != 1 || string(got[0].Data) != "v2" || got[0].Version != held.Version {
 		t.Errorf("b holds %+v; want a's v2 unchanged", got)
 	}
 	if got := b.Peers("like"); slices.ContainsFunc(got, func(v Value) bool { return v.Node == "zed" }) {
 		t.Error("b keeps a value from a non-member")
 	}
-	eventually(t, "b still in the cluster", seesLive(nodes, "a", "b"))
+	testenv.Eventually(t, 15*time.Second, "b still in the cluster", testenv.UntilEmpty(seesLive(nodes, "a", "b")))
 }
 
 func mustPort(t *testing.T, addr string) uint16 {
@@ -470,7 +473,7 @@ func TestRawPacketsCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			eventually(t, "packet counted", func() string {
+			testenv.Eventually(t, 15*time.Second, "packet counted", testenv.UntilEmpty(func() string {
 				if _, err := conn.Write(tc.packet); err != nil {
 					return err.Error()
 				}
@@ -478,7 +481,7 @@ func TestRawPacketsCounted(t *testing.T) {
 					return fmt.Sprintf("counter at %d, was %d", got, before)
 				}
 				return ""
-			})
+			}))
 		})
 	}
 	for _, n := range []*Node{enc, plain} {
@@ -497,7 +500,7 @@ func TestClusterView(t *testing.T) {
 	if err := nodes[0].Publish("view", []byte("123")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "value reaches a", hasValue(nodes[:1], "b", "like", []byte("12345")))
+	testenv.Eventually(t, 15*time.Second, "value reaches a", testenv.UntilEmpty(hasValue(nodes[:1], "b", "like", []byte("12345"))))
 
 	// The view's JSON form, which GET /v1/cluster answers (httpapi tests
 	// the route).
@@ -579,5 +582,5 @@ func TestRejoinLoopFormsCluster(t *testing.T) {
 	cfg.Seeds = []string{a.Addr()}
 	cfg.RejoinInterval = 50e6
 	b, _ := startNode(t, cfg) // never calls Join
-	eventually(t, "rejoin loop joins", seesLive([]*Node{a, b}, "a", "b"))
+	testenv.Eventually(t, 15*time.Second, "rejoin loop joins", testenv.UntilEmpty(seesLive([]*Node{a, b}, "a", "b")))
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
 
 // adminFixture is the admin handler over a real recount job on a real
@@ -26,11 +26,7 @@ type adminFixture struct {
 
 func newAdminFixture(t *testing.T) *adminFixture {
 	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := rollup.DefaultRecountConfig()
 	cfg.Quiet = time.Millisecond
 	rc, err := rollup.NewRecounter(rollup.New(st, nil, nil), st, cfg, nil)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -156,25 +156,7 @@ type testAPI struct {
 	h    http.Handler
 	fake *fakeService
 	reg  *prometheus.Registry
-	log  *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log  *testenv.Buffer
 }
 
 // metricsBody is what the /metrics handler of testAPI answers.
@@ -186,7 +168,7 @@ func testConfig() Config {
 
 func newTestAPI(t testing.TB, cfg Config) *testAPI {
 	t.Helper()
-	ta := &testAPI{fake: newFake(), reg: prometheus.NewRegistry(), log: &syncBuffer{}}
+	ta := &testAPI{fake: newFake(), reg: prometheus.NewRegistry(), log: &testenv.Buffer{}}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		io.WriteString(w, metricsBody) //nolint:errcheck // test handler

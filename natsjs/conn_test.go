@@ -1,18 +1,18 @@
 package natsjs
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestConnConfigValidate(t *testing.T) {
@@ -69,31 +69,13 @@ func TestConnectFailsWhenUnreachable(t *testing.T) {
 	checkErr(t, err, "cannot read nkey seed")
 }
 
-// syncBuffer is a bytes.Buffer safe for the connection's callbacks.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestConnectReconnects starts the client before the server
 // (WaitForServer), then restarts the server on the same port and store, and
 // publishes through the same connection each time.
 func TestConnectReconnects(t *testing.T) {
 	port := freePort(t)
 	dir := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	nc, err := Connect(ConnConfig{
 		URL:           "nats://127.0.0.1:" + strconv.Itoa(port),
 		Name:          "reconnect-test",
@@ -117,9 +99,9 @@ func TestConnectReconnects(t *testing.T) {
 		s := startServer(t, dir, port)
 		// Wait for this server's connection: right after the previous
 		// server stopped the client may still report CONNECTED.
-		waitFor(t, "connection", func() bool {
+		testenv.Eventually(t, 30*time.Second, "connection", testenv.Until(func() bool {
 			return nc.Status() == nats.CONNECTED && (i == 0 || nc.Stats().Reconnects > reconnects)
-		})
+		}))
 		if err := EnsureStream(context.Background(), js, cfg); err != nil {
 			t.Fatalf("EnsureStream on server #%d: %v", i+1, err)
 		}

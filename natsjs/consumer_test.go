@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestConsumerConfigValidate(t *testing.T) {
@@ -128,7 +130,7 @@ func TestConsumeInOrderAcrossPartitions(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	waitFor(t, "backlog to drain", func() bool { return pending(t, c, all) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, c, all) == 0 }))
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -190,7 +192,7 @@ func TestTransientFailureIsRetriedInOrder(t *testing.T) {
 	f := &flaky{failData: "m1", failures: 3}
 	c := NewConsumer(js, testConsumerConfig(t, cfg))
 	start(t, c, []uint32{0}, f.handle)
-	waitFor(t, "backlog to drain", func() bool { return pending(t, c, []uint32{0}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, c, []uint32{0}) == 0 }))
 
 	got := strings.Join(f.snapshot(), " ")
 	if want := "m0:ok m1:fail m1:fail m1:fail m1:ok m2:ok"; got != want {
@@ -219,7 +221,7 @@ func TestPermanentErrorTerminatesAndMovesOn(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, "backlog to drain", func() bool { return pending(t, c, []uint32{0}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, c, []uint32{0}) == 0 }))
 
 	mu.Lock()
 	got := strings.Join(calls, " ")
@@ -289,7 +291,7 @@ func TestCrashBeforeAckRedeliversSameSequence(t *testing.T) {
 	rec := &recorder{}
 	c2 := NewConsumer(js, ccfg)
 	start(t, c2, []uint32{0}, rec.handle)
-	waitFor(t, "redelivery and next message", func() bool { return rec.len() >= 2 })
+	testenv.Eventually(t, 30*time.Second, "redelivery and next message", testenv.Until(func() bool { return rec.len() >= 2 }))
 	got := rec.snapshot()
 	if got[0] != applied {
 		t.Errorf("first delivery after restart = %+v, want the unacked %+v", got[0], applied)
@@ -327,7 +329,7 @@ func TestStopWhileRetryingHandsMessageBack(t *testing.T) {
 	rec := &recorder{}
 	c2 := NewConsumer(js, ccfg)
 	start(t, c2, []uint32{0}, rec.handle)
-	waitFor(t, "the message again", func() bool { return rec.len() >= 1 })
+	testenv.Eventually(t, 30*time.Second, "the message again", testenv.Until(func() bool { return rec.len() >= 1 }))
 	if got := rec.snapshot()[0].data; got != "m0" {
 		t.Errorf("got %q, want m0", got)
 	}
@@ -369,7 +371,7 @@ func TestSlowHandlerKeepsMessage(t *testing.T) {
 	b := NewConsumer(js, ccfg)
 	start(t, a, []uint32{0}, h)
 	start(t, b, []uint32{0}, h)
-	waitFor(t, "backlog to drain", func() bool { return pending(t, a, []uint32{0}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, a, []uint32{0}) == 0 }))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -438,7 +440,7 @@ func TestBrokerRestartKeepsMessagesAndPosition(t *testing.T) {
 		t.Errorf("Pending after restart = %d, want 6", got)
 	}
 	start(t, c2, []uint32{1}, rec.handle)
-	waitFor(t, "backlog to drain", func() bool { return pending(t, c2, []uint32{1}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, c2, []uint32{1}) == 0 }))
 
 	got := rec.snapshot()
 	if len(got) != 10 {
@@ -475,7 +477,7 @@ func TestPendingReportsBacklog(t *testing.T) {
 		t.Errorf("Pending(0, 1) = %d, want 7", got)
 	}
 	close(g.release)
-	waitFor(t, "partition 1 to drain", func() bool { return pending(t, c, []uint32{1}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "partition 1 to drain", testenv.Until(func() bool { return pending(t, c, []uint32{1}) == 0 }))
 	if got := pending(t, c, both); got != 3 {
 		t.Errorf("Pending(0, 1) after partition 1 drained = %d, want 3", got)
 	}
@@ -512,18 +514,18 @@ func TestConsumerSurvivesBrokerRestart(t *testing.T) {
 	r := start(t, c, []uint32{0}, rec.handle)
 
 	publish(t, pub, 0, msgID(0, 0), "m0")
-	waitFor(t, "m0", func() bool { return rec.len() == 1 })
+	testenv.Eventually(t, 30*time.Second, "m0", testenv.Until(func() bool { return rec.len() == 1 }))
 	s1.Shutdown()
 	startServer(t, dir, port)
-	waitFor(t, "reconnect", func() bool { return nc.Status() == nats.CONNECTED && nc.Stats().Reconnects == 1 })
+	testenv.Eventually(t, 30*time.Second, "reconnect", testenv.Until(func() bool { return nc.Status() == nats.CONNECTED && nc.Stats().Reconnects == 1 }))
 	publish(t, pub, 0, msgID(0, 1), "m1")
 	// m1 arrives after the restart. If the ack of m0 was lost with the old
 	// server (it can be, when the server goes before the ack reaches it),
 	// m0 comes first again with its own sequence, which the rollup skips.
-	waitFor(t, "m1 after the restart", func() bool {
+	testenv.Eventually(t, 30*time.Second, "m1 after the restart", testenv.Until(func() bool {
 		recs := rec.snapshot()
 		return recs[len(recs)-1].data == "m1"
-	})
+	}))
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -548,12 +550,12 @@ func TestConsumerRecreatedAfterDelete(t *testing.T) {
 	c := NewConsumer(js, testConsumerConfig(t, cfg))
 	start(t, c, []uint32{0}, rec.handle)
 	publish(t, pub, 0, msgID(0, 0), "m0")
-	waitFor(t, "m0 acked", func() bool { return rec.len() == 1 && pending(t, c, []uint32{0}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "m0 acked", testenv.Until(func() bool { return rec.len() == 1 && pending(t, c, []uint32{0}) == 0 }))
 	if err := js.DeleteConsumer(context.Background(), cfg.Name, c.Name(0)); err != nil {
 		t.Fatalf("DeleteConsumer: %v", err)
 	}
 	publish(t, pub, 0, msgID(0, 1), "m1")
-	waitFor(t, "m1", func() bool { return rec.len() == 2 })
+	testenv.Eventually(t, 30*time.Second, "m1", testenv.Until(func() bool { return rec.len() == 2 }))
 	if got := rec.snapshot()[1].data; got != "m1" {
 		t.Errorf("after the consumer was deleted got %q, want m1", got)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 // BenchmarkGroupHandover measures how long the partitions of a member that
@@ -92,7 +94,7 @@ func handoverOnce(b *testing.B, ttl, ackWait time.Duration, mid bool) (time.Dura
 		for p := range uint32(parts) {
 			publish(b, pub, p, msgID(p, i), fmt.Sprintf("%d/%d", p, i))
 		}
-		waitFor(b, "round to drain", func() bool { return pending(b, ms[0].g.c, all) == 0 })
+		testenv.Eventually(b, 30*time.Second, "round to drain", testenv.Until(func() bool { return pending(b, ms[0].g.c, all) == 0 }))
 	}
 	dead, survivor := ms[1], ms[0]
 	owned := dead.g.Pinned()
@@ -116,7 +118,7 @@ func handoverOnce(b *testing.B, ttl, ackWait time.Duration, mid bool) (time.Dura
 		publish(b, pub, p, msgID(p, 3), d)
 		want = append(want, d)
 	}
-	waitFor(b, "the survivor to apply the dead member's partitions", func() bool {
+	testenv.Eventually(b, 30*time.Second, "the survivor to apply the dead member's partitions", testenv.Until(func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, d := range want {
@@ -125,7 +127,7 @@ func handoverOnce(b *testing.B, ttl, ackWait time.Duration, mid bool) (time.Dura
 			}
 		}
 		return true
-	})
+	}))
 	var handover time.Duration
 	mu.Lock()
 	for _, d := range want {

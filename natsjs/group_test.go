@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestGroupConfigValidate(t *testing.T) {
@@ -108,7 +110,7 @@ func startMember(t testing.TB, s *Server, cfg GroupConfig, h Handler) *member {
 // assignments cover the partitions.
 func waitConverged(t testing.TB, partitions int, ms ...*member) {
 	t.Helper()
-	waitFor(t, "membership views to converge", func() bool {
+	testenv.Eventually(t, 30*time.Second, "membership views to converge", testenv.Until(func() bool {
 		total := 0
 		for _, m := range ms {
 			if len(m.g.Members()) != len(ms) {
@@ -117,7 +119,7 @@ func waitConverged(t testing.TB, partitions int, ms ...*member) {
 			total += len(m.g.Assigned())
 		}
 		return total == partitions
-	})
+	}))
 }
 
 func partitionsOf(n int) []uint32 {
@@ -220,7 +222,7 @@ func TestGroupSpreadsPartitionsOverMembers(t *testing.T) {
 		for p := range uint32(parts) {
 			publish(t, pub, p, msgID(p, i), fmt.Sprintf("%d/%d", p, i))
 		}
-		waitFor(t, "round to drain", func() bool { return pending(t, a.g.c, all) == 0 })
+		testenv.Eventually(t, 30*time.Second, "round to drain", testenv.Until(func() bool { return pending(t, a.g.c, all) == 0 }))
 	}
 
 	led.check(t, parts*perPart)
@@ -274,7 +276,7 @@ func TestGroupHandsOverPartitionsOfDeadMember(t *testing.T) {
 		for p := range uint32(parts) {
 			publish(t, pub, p, msgID(p, i), fmt.Sprintf("%d/%d", p, i))
 		}
-		waitFor(t, "round to drain", func() bool { return pending(t, ms[0].g.c, all) == 0 })
+		testenv.Eventually(t, 30*time.Second, "round to drain", testenv.Until(func() bool { return pending(t, ms[0].g.c, all) == 0 }))
 	}
 
 	dead, survivors := ms[2], ms[:2]
@@ -290,7 +292,7 @@ func TestGroupHandsOverPartitionsOfDeadMember(t *testing.T) {
 	for p := range uint32(parts) {
 		publish(t, pub, p, msgID(p, 2), fmt.Sprintf("%d/2", p))
 	}
-	waitFor(t, "round after the kill to drain", func() bool { return pending(t, ms[0].g.c, all) == 0 })
+	testenv.Eventually(t, 30*time.Second, "round after the kill to drain", testenv.Until(func() bool { return pending(t, ms[0].g.c, all) == 0 }))
 
 	led.check(t, 3*parts)
 	var handover time.Duration
@@ -345,17 +347,17 @@ func TestGroupRebalancesWithoutDuplicates(t *testing.T) {
 		}
 		pubDone <- nil
 	}()
-	waitFor(t, "the first member to hold every pin", func() bool { return len(a.g.Pinned()) == parts })
+	testenv.Eventually(t, 30*time.Second, "the first member to hold every pin", testenv.Until(func() bool { return len(a.g.Pinned()) == parts }))
 	b := startMember(t, s, testGroupConfig(t, cfg, "m1"), led.handler("m1"))
-	waitFor(t, "partitions to move to the new member under load", func() bool {
+	testenv.Eventually(t, 30*time.Second, "partitions to move to the new member under load", testenv.Until(func() bool {
 		return len(a.g.Pinned()) == parts/2 && len(b.g.Pinned()) == parts/2
-	})
+	}))
 	stopPub()
 	if err := <-pubDone; err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	all := partitionsOf(parts)
-	waitFor(t, "backlog to drain", func() bool { return pending(t, a.g.c, all) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, a.g.c, all) == 0 }))
 
 	if err := a.run.stop(); err != nil {
 		t.Fatalf("Run of the stopped member: %v", err)
@@ -364,7 +366,7 @@ func TestGroupRebalancesWithoutDuplicates(t *testing.T) {
 		publish(t, pub, p, msgID(p, -1), fmt.Sprintf("%d/after", p))
 	}
 	sent.Add(parts)
-	waitFor(t, "the remaining member to take every partition", func() bool { return pending(t, b.g.c, all) == 0 })
+	testenv.Eventually(t, 30*time.Second, "the remaining member to take every partition", testenv.Until(func() bool { return pending(t, b.g.c, all) == 0 }))
 
 	led.check(t, int(sent.Load()))
 	if got := len(b.g.Pinned()); got != parts {
@@ -442,7 +444,7 @@ func TestGroupFencesOwnerCutOffFromBroker(t *testing.T) {
 	}
 	owner, other := ms[ownerID], ms[otherID]
 	owner.nc.Close() // cut off from the broker; the store is still reachable
-	waitFor(t, "the message at the other member", func() bool { return other.g.Stats().Applied == 1 })
+	testenv.Eventually(t, 30*time.Second, "the message at the other member", testenv.Until(func() bool { return other.g.Stats().Applied == 1 }))
 	close(release)
 	if err := owner.run.wait(t); !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Fatalf("Run of the cut-off owner: got %v, want ErrConnectionClosed", err)
@@ -518,7 +520,7 @@ func TestGroupSplitViewsKeepOneWriter(t *testing.T) {
 		gc.Consumer.RetryMin, gc.Consumer.RetryMax = 100*time.Millisecond, 200*time.Millisecond
 		ms = append(ms, startMember(t, s, gc, h))
 	}
-	waitFor(t, "backlog to drain", func() bool { return pending(t, ms[0].g.c, []uint32{0}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, ms[0].g.c, []uint32{0}) == 0 }))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -549,14 +551,14 @@ func TestGroupTakesOverPlainConsumers(t *testing.T) {
 	led := newLedger()
 	plain := NewConsumer(js, testConsumerConfig(t, cfg))
 	r := start(t, plain, []uint32{0, 1}, led.handler("plain"))
-	waitFor(t, "plain consumer to apply 1/0", func() bool { return pending(t, plain, []uint32{1}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "plain consumer to apply 1/0", testenv.Until(func() bool { return pending(t, plain, []uint32{1}) == 0 }))
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 
 	m := startMember(t, s, testGroupConfig(t, cfg, "m0"), led.handler("m0"))
 	publish(t, pub, 1, msgID(1, 1), "1/1")
-	waitFor(t, "group to apply 1/1", func() bool { return m.g.Stats().Applied == 1 })
+	testenv.Eventually(t, 30*time.Second, "group to apply 1/1", testenv.Until(func() bool { return m.g.Stats().Applied == 1 }))
 	led.check(t, 2)
 	info, err := js.Consumer(context.Background(), cfg.Name, m.g.Name(1))
 	if err != nil {
@@ -581,7 +583,7 @@ func TestGroupRunRejectsBadUse(t *testing.T) {
 
 	g := NewGroupConsumer(js, testGroupConfig(t, cfg, "m0"))
 	startFunc(t, func(ctx context.Context) error { return g.Run(ctx, newLedger().handler("m0")) })
-	waitFor(t, "the member to join", func() bool { return len(g.Members()) == 1 })
+	testenv.Eventually(t, 30*time.Second, "the member to join", testenv.Until(func() bool { return len(g.Members()) == 1 }))
 	if err := g.Run(context.Background(), newLedger().handler("m0")); !errors.Is(err, ErrAlreadyRunning) {
 		t.Errorf("second Run: got %v, want ErrAlreadyRunning", err)
 	}
@@ -611,15 +613,15 @@ func TestGroupOnRelease(t *testing.T) {
 	for p := range uint32(parts) {
 		publish(t, pub, p, msgID(p, 0), "x")
 	}
-	waitFor(t, "m0 to pin every partition", func() bool { return len(a.g.Pinned()) == parts })
+	testenv.Eventually(t, 30*time.Second, "m0 to pin every partition", testenv.Until(func() bool { return len(a.g.Pinned()) == parts }))
 
 	b := startMember(t, s, testGroupConfig(t, cfg, "m1"), led.handler("m1"))
 	waitConverged(t, parts, a, b)
-	waitFor(t, "m0 to hand back m1's partitions", func() bool {
+	testenv.Eventually(t, 30*time.Second, "m0 to hand back m1's partitions", testenv.Until(func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(released) == parts/2
-	})
+	}))
 	for _, p := range b.g.Assigned() {
 		mu.Lock()
 		n := released[p]

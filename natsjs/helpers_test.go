@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -136,28 +138,16 @@ func (r *running) stop() error {
 // wait returns Run's result once it has returned by itself.
 func (r *running) wait(t testing.TB) error {
 	t.Helper()
-	waitFor(t, "Run to return", func() bool {
+	testenv.Eventually(t, 30*time.Second, "Run to return", testenv.Until(func() bool {
 		select {
 		case <-r.done:
 			return true
 		default:
 			return false
 		}
-	})
-	return r.err
-}
+	}))
 
-// waitFor polls cond until it holds. The ceiling only keeps a broken test
-// from hanging; no test depends on how fast cond becomes true.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return r.err
 }
 
 // record is one handler call.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestStreamConfigValidate(t *testing.T) {
@@ -153,8 +155,8 @@ func TestPublishDuplicateIsStoredOnce(t *testing.T) {
 	rec := &recorder{}
 	c := NewConsumer(js, testConsumerConfig(t, cfg))
 	start(t, c, []uint32{1}, rec.handle)
-	waitFor(t, "both messages", func() bool { return rec.len() >= 2 })
-	waitFor(t, "backlog to drain", func() bool { return pending(t, c, []uint32{1}) == 0 })
+	testenv.Eventually(t, 30*time.Second, "both messages", testenv.Until(func() bool { return rec.len() >= 2 }))
+	testenv.Eventually(t, 30*time.Second, "backlog to drain", testenv.Until(func() bool { return pending(t, c, []uint32{1}) == 0 }))
 	got := rec.snapshot()
 	if len(got) != 2 || got[0].data != "first" || got[1].data != "second" {
 		t.Errorf("handler saw %+v, want first then second, once each", got)

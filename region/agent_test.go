@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
 
 // recorder is a Publisher that keeps what it was given, decoded. It can be
@@ -93,16 +93,6 @@ func (r *recorder) seqs() []uint64 {
 	return out
 }
 
-func openStore(t *testing.T) *embedded.Store {
-	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
 func newAgent(t *testing.T, st *embedded.Store, pub region.Publisher, tweak func(*region.Config)) *region.Agent {
 	t.Helper()
 	cfg := region.DefaultConfig("us", "us-a1")
@@ -131,7 +121,7 @@ func stop(t *testing.T, a *region.Agent) {
 }
 
 func TestReactLifecycle(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	rec := newRecorder(t)
 	a := newAgent(t, st, rec, nil)
 	ctx := context.Background()
@@ -183,7 +173,7 @@ func TestReactLifecycle(t *testing.T) {
 // TestUndoSubtractsFromRecordingRegion: a like recorded in eu and undone by
 // an agent in us is subtracted from eu, so no regional total goes negative.
 func TestUndoSubtractsFromRecordingRegion(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	recEU, recUS := newRecorder(t), newRecorder(t)
 	eu := newAgent(t, st, recEU, func(c *region.Config) { c.Region, c.AgentID = "eu", "eu-a1" })
 	us := newAgent(t, st, recUS, nil)
@@ -214,7 +204,7 @@ func TestUndoSubtractsFromRecordingRegion(t *testing.T) {
 // TestConcurrentTogglesMatchFinalState: 50 goroutines toggle one user's
 // reaction on one item; the published deltas add up to the final row.
 func TestConcurrentTogglesMatchFinalState(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	rec := newRecorder(t)
 	a := newAgent(t, st, rec, func(c *region.Config) { c.ReactionAttempts = 1000 })
 	ctx := context.Background()
@@ -263,7 +253,7 @@ func TestConcurrentTogglesMatchFinalState(t *testing.T) {
 // TestPublishRetriesInOrder: a broker that fails keeps the messages in the
 // outbox; once it is back every sum arrives exactly once and in order.
 func TestPublishRetriesInOrder(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	rec := newRecorder(t)
 	rec.failN = 25
 	a := newAgent(t, st, rec, nil)
@@ -300,7 +290,7 @@ func TestPublishRetriesInOrder(t *testing.T) {
 // TestOutboxIsBounded: while the broker is stuck the outbox stops growing
 // and flushes are deferred; nothing is lost when it recovers.
 func TestOutboxIsBounded(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	rec := newRecorder(t)
 	rec.gate = make(chan struct{})
 	a := newAgent(t, st, rec, func(c *region.Config) {
@@ -343,7 +333,7 @@ func TestOutboxIsBounded(t *testing.T) {
 }
 
 func TestStoppedAgentRefusesWrites(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	a := newAgent(t, st, newRecorder(t), nil)
 	stop(t, a)
 	if err := a.Increment(context.Background(), []region.Increment{{ContentID: "v", Counter: "view", Delta: 1}}); !errors.Is(err, region.ErrStopping) {
@@ -355,7 +345,7 @@ func TestStoppedAgentRefusesWrites(t *testing.T) {
 }
 
 func TestCountsReadThroughCache(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	a := newAgent(t, st, newRecorder(t), func(c *region.Config) { c.CacheTTL = time.Hour })
 	ctx := context.Background()
 	row := engagement.Stats{ContentID: "v", Scope: engagement.GlobalScope, Likes: 3, UpdatedAt: time.Now(), LastSeq: 1}
@@ -400,7 +390,7 @@ func (s indexBehind) InsertReaction(ctx context.Context, r engagement.Reaction) 
 // the store also reports an error, so the totals never miss a reaction
 // whose row changed.
 func TestAppliedWithErrorIsCounted(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	rec := newRecorder(t)
 	cfg := region.DefaultConfig("us", "us-a1")
 	a, err := region.New(cfg, region.Deps{Reactions: indexBehind{st}, Stats: st, Publisher: rec})

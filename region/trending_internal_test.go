@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 	"github.com/edgecount/edgecount/topk"
 )
 
@@ -51,11 +51,7 @@ func (l *shardLog) SetShards(_ context.Context, contentID, counter string, shard
 
 func newTestAgent(t *testing.T, cfg Config, deps Deps) *Agent {
 	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	deps.Reactions, deps.Stats, deps.Publisher = st, st, nopPublisher{}
 	a, err := New(cfg, deps)
 	if err != nil {
@@ -279,11 +275,7 @@ func BenchmarkFlushTrending(b *testing.B) {
 			if !on {
 				cfg.Trending = TrendingConfig{}
 			}
-			st, err := embedded.Open(embedded.Config{Path: filepath.Join(b.TempDir(), "db"), Timeout: time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { st.Close() })
+			st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
 			now := minuteTime(0)
 			a, err := New(cfg, Deps{Reactions: st, Stats: st, Publisher: nopPublisher{}, Now: func() time.Time { return now }})
 			if err != nil {

@@ -5,48 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgecount/edgecount/directory"
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
-
-// clock is a settable time source for agents.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // minute0 is a time 30 s into a minute.
 var minute0 = time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
 
 // trendAgent starts an agent with a fake clock and deps.
-func trendAgent(t *testing.T, pub region.Publisher, clk *clock, tweak func(*region.Config, *region.Deps)) *region.Agent {
+func trendAgent(t *testing.T, pub region.Publisher, clk *testenv.Clock, tweak func(*region.Config, *region.Deps)) *region.Agent {
 	t.Helper()
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	cfg := region.DefaultConfig("us", "us-a1")
 	cfg.FlushInterval = 10 * time.Millisecond
 	cfg.PublishRetryMin = time.Millisecond
@@ -71,13 +51,10 @@ func trendAgent(t *testing.T, pub region.Publisher, clk *clock, tweak func(*regi
 func waitFlushes(t *testing.T, a *region.Agent, n uint64) {
 	t.Helper()
 	target := a.Stats().Flushes.Load() + n
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Flushes.Load() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("agent did not flush %d more times", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d flushes", target), func() (string, bool) {
+		got := a.Stats().Flushes.Load()
+		return fmt.Sprintf("%d flushes", got), got >= target
+	})
 }
 
 // tops returns, from what rec received so far, the lists of (counter,
@@ -117,7 +94,7 @@ func incr(t *testing.T, a *region.Agent, counter string, counts map[string]int64
 // an empty list tells the rollup so.
 func TestTrendingListsShipped(t *testing.T) {
 	rec := newRecorder(t)
-	clk := newClock(minute0)
+	clk := testenv.NewClock(minute0)
 	a := trendAgent(t, rec, clk, nil)
 	incr(t, a, "view", map[string]int64{"a": 100, "b": 50, "c": 7})
 	incr(t, a, "view", map[string]int64{"a": 1})
@@ -224,7 +201,7 @@ func TestTrendingFromPeers(t *testing.T) {
 		{"evicting", 4 << 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock(minute0)
+			clk := testenv.NewClock(minute0)
 			var agents []*region.Agent
 			for i := range 3 {
 				agents = append(agents, trendAgent(t, newRecorder(t), clk, func(c *region.Config, d *region.Deps) {
@@ -295,8 +272,8 @@ func TestTrendingFromPeers(t *testing.T) {
 // TestTrendingFromStore: without peers, and for every scope but the own
 // region with peers, the agent merges the rollup's per-partition lists.
 func TestTrendingFromStore(t *testing.T) {
-	clk := newClock(minute0)
-	st := openStore(t)
+	clk := testenv.NewClock(minute0)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	a := trendAgent(t, newRecorder(t), clk, func(c *region.Config, d *region.Deps) {
 		d.Trending = st
 		c.CacheTTL = time.Minute
@@ -358,8 +335,8 @@ func TestTrendingFromStore(t *testing.T) {
 // gives the top items more shards, in the directory (for every counter
 // created later) and on the live counter.
 func TestHotRuleLoop(t *testing.T) {
-	clk := newClock(minute0)
-	st := openStore(t)
+	clk := testenv.NewClock(minute0)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	dir := directory.NewLocal(1)
 	a := trendAgent(t, newRecorder(t), clk, func(c *region.Config, d *region.Deps) {
 		c.Trending.Hot = region.HotConfig{Top: 2, Shards: 8, Interval: 5 * time.Millisecond, CoolAfter: time.Minute}
@@ -376,13 +353,10 @@ func TestHotRuleLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	incr(t, a, "view", map[string]int64{"v0": 1}) // a live counter to reshard
-	deadline := time.Now().Add(10 * time.Second)
-	for dir.Shards("v0", "view") != 8 || dir.Shards("v1", "view") != 8 {
-		if time.Now().After(deadline) {
-			t.Fatalf("hot items not promoted: v0 %d, v1 %d shards", dir.Shards("v0", "view"), dir.Shards("v1", "view"))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "hot items promoted: v0 8, v1 8 shards", func() (string, bool) {
+		v0, v1 := dir.Shards("v0", "view"), dir.Shards("v1", "view")
+		return fmt.Sprintf("v0 %d, v1 %d shards", v0, v1), v0 == 8 && v1 == 8
+	})
 	if got := dir.Shards("v2", "view"); got != 1 || dir.Len() != 2 {
 		t.Fatalf("v2 (rank 3) has %d shards, directory holds %d entries; want 1, 2", got, dir.Len())
 	}
@@ -407,7 +381,7 @@ func TestHotRuleLoop(t *testing.T) {
 func BenchmarkIncrementTrending(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprint("trending=", on), func(b *testing.B) {
-			st := openStoreB(b)
+			st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
 			cfg := region.DefaultConfig("us", "us-a1") // flushes every second
 			if !on {
 				cfg.Trending = region.TrendingConfig{}
@@ -448,16 +422,6 @@ func BenchmarkIncrementTrending(b *testing.B) {
 type discard struct{}
 
 func (discard) Publish(context.Context, uint32, string, []byte) error { return nil }
-
-func openStoreB(b *testing.B) *embedded.Store {
-	b.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(b.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	return st
-}
 
 func TestTrendingConfigValidate(t *testing.T) {
 	ok := region.DefaultTrendingConfig()

@@ -2,7 +2,6 @@ package rollup_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
 
 // TestRedeliveryOnEmbeddedStore applies a stream of messages, then the
@@ -17,11 +17,7 @@ import (
 // acks), against the real embedded store: the totals do not move, and the
 // regional rows add up to the global row.
 func TestRedeliveryOnEmbeddedStore(t *testing.T) {
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	r := rollup.New(st, nil, nil)
 	ctx := context.Background()
 	var msgs [][]byte

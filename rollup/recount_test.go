@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,24 +15,15 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/natsjs/natsjstest"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
-
-// openEmbedded opens a real bbolt store in a temporary file (without fsync:
-// these tests check behaviour), closed at cleanup.
-func openEmbedded(t *testing.T) *embedded.Store {
-	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 // testRecountConfig checks every stats row on every pass (any row older
 // than a nanosecond is stale) with a short quiet period.
@@ -124,7 +114,7 @@ func equalNonZero(a, b map[string]Tally) bool {
 // that one pass repairs every one of them, reports the exact drift, keeps
 // the other counters and the sequence, and that the next pass finds none.
 func TestRecountPassRepairsCorruption(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
 	old := time.Now().Add(-time.Hour).UTC()
 	row := func(id, scope string, likes, dislikes int64, seq uint64) engagement.Stats {
@@ -238,7 +228,7 @@ func TestRecountPassRepairsCorruption(t *testing.T) {
 // TestRecountPassResumes checks that passes continue where the previous
 // one stopped and that a full cycle checks every item once.
 func TestRecountPassResumes(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.Batch = 4
 	rc := newTestRecounter(t, st, cfg)
@@ -291,7 +281,7 @@ func TestRecountPassResumes(t *testing.T) {
 // TestRecountSample checks that a pass checks Sample of the items updated
 // recently, and no more.
 func TestRecountSample(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.StaleAfter = time.Hour
 	cfg.Sample = 3
@@ -319,7 +309,7 @@ func TestRecountSample(t *testing.T) {
 // TestRecountOnDemand covers the on-demand recount's answers and its bad
 // input: nothing is read or written for a call with a malformed id.
 func TestRecountOnDemand(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	cfg := testRecountConfig(time.Millisecond)
 	cfg.Partitions = 4
 	// Own only the partition of "mine".
@@ -417,7 +407,7 @@ func duringQuiet(t *testing.T, rc *Recounter, id string, fn func()) ItemResult {
 		res, err := rc.Recount(t.Context(), []string{id}, RecountOptions{})
 		done <- result{res, err}
 	}()
-	waitFor(t, "the item to be counted", func() bool { return rc.Stats().RowsChecked.Load() > before })
+	testenv.Eventually(t, 30*time.Second, "the item to be counted", testenv.Until(func() bool { return rc.Stats().RowsChecked.Load() > before }))
 	fn()
 	r := <-done
 	if r.err != nil || len(r.res) != 1 {
@@ -426,15 +416,43 @@ func duringQuiet(t *testing.T, rc *Recounter, id string, fn func()) ItemResult {
 	return r.res[0]
 }
 
-// waitFor polls cond every 10 ms for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// likeMsg is a message of one like of id in us, flushed at flushed.
+func likeMsg(id string, flushed time.Time) []byte {
+	return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
+		Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
+}
+
+// driftedRecounter is a recounter with quiet period quiet over a fresh
+// store where x has one like in its reactions and 10 in its totals.
+func driftedRecounter(t *testing.T, quiet time.Duration) (*Recounter, *embedded.Store) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
+	rc := newTestRecounter(t, st, testRecountConfig(quiet))
+	insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
+	if err := st.WriteStats(t.Context(), []engagement.Stats{
+		{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
+		{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rc, st
+}
+
+// handleLate applies a message of y flushed three quiet periods ago.
+func handleLate(t *testing.T, rc *Recounter, quiet time.Duration) {
+	t.Helper()
+	if err := rc.ru.Handle(t.Context(), 100, likeMsg("y", time.Now().Add(-3*quiet))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failApply makes an apply fail (its context is cancelled).
+func failApply(t *testing.T, rc *Recounter) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := rc.ru.Handle(ctx, 100, likeMsg("y", time.Now())); err == nil {
+		t.Fatal("Handle with a cancelled context succeeded")
 	}
 }
 
@@ -445,10 +463,6 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 	// The quiet period only has to outlast fn, which runs right after the
 	// count; 2 s leaves room for a slow machine.
 	const quiet = 2 * time.Second
-	msg := func(id string, flushed time.Time) []byte {
-		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
-			Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
-	}
 	tests := []struct {
 		name       string
 		during     func(t *testing.T, rc *Recounter)
@@ -457,35 +471,17 @@ func TestRecountLeavesMovingTotals(t *testing.T) {
 		wantLikes int64
 	}{
 		{"applied meanwhile", func(t *testing.T, rc *Recounter) {
-			if err := rc.ru.Handle(t.Context(), 100, msg("x", time.Now())); err != nil {
+			if err := rc.ru.Handle(t.Context(), 100, likeMsg("x", time.Now())); err != nil {
 				t.Fatal(err)
 			}
 		}, "changed while the item was counted", 11},
-		{"late message", func(t *testing.T, rc *Recounter) {
-			if err := rc.ru.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
-				t.Fatal(err)
-			}
-		}, "pipeline behind", 10},
-		{"failed apply", func(t *testing.T, rc *Recounter) {
-			ctx, cancel := context.WithCancel(t.Context())
-			cancel()
-			if err := rc.ru.Handle(ctx, 100, msg("y", time.Now())); err == nil {
-				t.Fatal("Handle with a cancelled context succeeded")
-			}
-		}, "failed to apply", 10},
+		{"late message", func(t *testing.T, rc *Recounter) { handleLate(t, rc, quiet) }, "pipeline behind", 10},
+		{"failed apply", failApply, "failed to apply", 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := openEmbedded(t)
-			rc := newTestRecounter(t, st, testRecountConfig(quiet))
-			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
-			if err := st.WriteStats(t.Context(), []engagement.Stats{
-				{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
-				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			rc, st := driftedRecounter(t, quiet)
 			res := duringQuiet(t, rc, "x", func() { tt.during(t, rc) })
 			if res.Status != ItemDeferred || !strings.Contains(res.Reason, tt.wantReason) {
 				t.Fatalf("result = %+v; want deferred because %q", res, tt.wantReason)
@@ -560,24 +556,12 @@ const testPartitions = 4
 
 func startPipeline(t *testing.T, quiet, flush time.Duration) *pipeline {
 	t.Helper()
-	p := &pipeline{st: openEmbedded(t)}
+	p := &pipeline{st: embeddedtest.Open(t, embedded.Config{NoSync: true})}
 	scfg := natsjs.DefaultServerConfig(t.TempDir())
 	scfg.SyncAlways = false
-	srv, err := natsjs.StartServer(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	bus, err := srv.Client("recount-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Close() })
 	stream := natsjs.DefaultStreamConfig()
 	stream.Partitions = testPartitions
-	if err := bus.EnsureStream(t.Context(), stream); err != nil {
-		t.Fatal(err)
-	}
+	bus := natsjstest.Stream(t, scfg, "recount-test", stream)
 	cfg := testRecountConfig(quiet)
 	cfg.Partitions = testPartitions
 	p.rc = newTestRecounter(t, p.st, cfg)
@@ -599,6 +583,7 @@ func startPipeline(t *testing.T, quiet, flush time.Duration) *pipeline {
 	acfg := region.DefaultConfig("us", "recount-agent")
 	acfg.Partitions = testPartitions
 	acfg.FlushInterval = flush
+	var err error
 	p.agent, err = region.New(acfg, region.Deps{Reactions: p.st, Stats: p.st, Publisher: bus.Publisher(stream)})
 	if err != nil {
 		t.Fatal(err)
@@ -615,10 +600,10 @@ func (p *pipeline) drain(t *testing.T) {
 	if err := p.agent.Stop(t.Context()); err != nil {
 		t.Fatalf("agent Stop: %v", err)
 	}
-	waitFor(t, "the rollup to apply every message", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the rollup to apply every message", testenv.Until(func() bool {
 		n, err := p.consumer.Pending(t.Context(), p.parts)
 		return err == nil && n == 0
-	})
+	}))
 }
 
 // toggle sets a random reaction; a contended compare-and-set is the only
@@ -798,7 +783,7 @@ func TestRecountWaitsForInFlightDeltas(t *testing.T) {
 // TestHandleWaitsForRepair checks the exclusion itself: while a repair
 // holds the apply lock, no message is applied.
 func TestHandleWaitsForRepair(t *testing.T) {
-	st := openEmbedded(t)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
 	msg := partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1,
 		Sums: []partial.Sum{{ContentID: "x", Counter: "view", Region: "us", Delta: 1}}})
@@ -830,26 +815,14 @@ func TestHandleWaitsForRepair(t *testing.T) {
 // and a failed message keeps repairs deferred until a message applies.
 func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 	const quiet = time.Second
-	msg := func(id string, flushed time.Time) []byte {
-		return partial.Append(nil, &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: flushed,
-			Sums: []partial.Sum{{ContentID: id, Counter: engagement.CounterLike, Region: "us", Delta: 1}}})
-	}
 	tests := []struct {
 		name       string
 		before     func(t *testing.T, rc *Recounter)
 		wantReason string
 	}{
-		{"late message", func(t *testing.T, rc *Recounter) {
-			if err := rc.ru.Handle(t.Context(), 100, msg("y", time.Now().Add(-3*quiet))); err != nil {
-				t.Fatal(err)
-			}
-		}, "was applied"},
+		{"late message", func(t *testing.T, rc *Recounter) { handleLate(t, rc, quiet) }, "was applied"},
 		{"failed apply", func(t *testing.T, rc *Recounter) {
-			ctx, cancel := context.WithCancel(t.Context())
-			cancel()
-			if err := rc.ru.Handle(ctx, 100, msg("y", time.Now())); err == nil {
-				t.Fatal("Handle with a cancelled context succeeded")
-			}
+			failApply(t, rc)
 			// Well past the quiet period: still not applied since.
 			time.Sleep(2 * quiet)
 		}, "none has been applied since"},
@@ -857,15 +830,7 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := openEmbedded(t)
-			rc := newTestRecounter(t, st, testRecountConfig(quiet))
-			insertReactions(t, st, "x", []reaction{{"u1", "us", engagement.ActionLike}})
-			if err := st.WriteStats(t.Context(), []engagement.Stats{
-				{ContentID: "x", Scope: engagement.GlobalScope, Likes: 10, LastSeq: 5},
-				{ContentID: "x", Scope: "us", Likes: 10, LastSeq: 5},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			rc, st := driftedRecounter(t, quiet)
 			tt.before(t, rc)
 			res, err := rc.Recount(t.Context(), []string{"x"}, RecountOptions{})
 			if err != nil || len(res) != 1 {

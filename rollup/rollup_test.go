@@ -129,24 +129,21 @@ func TestApplyTwiceIsIdempotent(t *testing.T) {
 	b1 := batch("us", partial.Sum{ContentID: "v1", Counter: "like", Region: "us", Delta: 1},
 		partial.Sum{ContentID: "v2", Counter: "view", Region: "us", Delta: 7})
 	b2 := batch("us", partial.Sum{ContentID: "v1", Counter: "view", Region: "us", Delta: 2})
-	for _, step := range []struct {
-		seq uint64
-		b   *partial.Batch
-	}{{1, b1}, {2, b2}} {
-		if err := r.Apply(ctx, step.seq, step.b); err != nil {
-			t.Fatal(err)
+	applyBoth := func() {
+		t.Helper()
+		for _, step := range []struct {
+			seq uint64
+			b   *partial.Batch
+		}{{1, b1}, {2, b2}} {
+			if err := r.Apply(ctx, step.seq, step.b); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	applyBoth()
 	before := st.snapshot()
 	// Redelivery of both messages, in order, after a crash before the acks.
-	for _, step := range []struct {
-		seq uint64
-		b   *partial.Batch
-	}{{1, b1}, {2, b2}} {
-		if err := r.Apply(ctx, step.seq, step.b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyBoth()
 	if after := st.snapshot(); !maps.Equal(after, before) {
 		t.Fatalf("after redelivery rows = %v, want unchanged %v", after, before)
 	}

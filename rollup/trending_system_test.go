@@ -3,11 +3,9 @@ package rollup_test
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,42 +13,14 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/natsjs/natsjstest"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
-
-// sysClock is the one clock of the agents and the rollup of the system
-// test, moved by the test.
-type sysClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *sysClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *sysClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-// waitUntil polls cond until it holds or 30 s pass.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // TestTrendingAcrossRegions splits a known stream of views over 3 regions
 // × 2 agents (region.Agent), published through a real embedded NATS
@@ -71,30 +41,13 @@ func TestTrendingAcrossRegions(t *testing.T) {
 		perBurst   = 30000
 	)
 	ctx := context.Background()
-	dir := t.TempDir()
-	srv, err := natsjs.StartServer(natsjs.DefaultServerConfig(filepath.Join(dir, "nats")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	client, err := srv.Client("trending-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
 	stream := natsjs.DefaultStreamConfig()
 	stream.Name, stream.SubjectPrefix, stream.Partitions = "TRENDING_TEST", "trending.test", partitions
-	if err := client.EnsureStream(ctx, stream); err != nil {
-		t.Fatal(err)
-	}
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(dir, "db"), Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	client := natsjstest.Stream(t, natsjs.DefaultServerConfig(t.TempDir()), "trending-test", stream)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: 5 * time.Second})
 
 	start := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
-	clk := &sysClock{t: start}
+	clk := testenv.NewClock(start)
 	ru := rollup.New(st, clk.Now, nil)
 	if err := ru.EnableTrending(rollup.TrendingConfig{Partitions: partitions, Interval: time.Hour}, st); err != nil {
 		t.Fatal(err)
@@ -106,15 +59,7 @@ func TestTrendingAcrossRegions(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := consumer.Run(cctx, parts, func(ctx context.Context, seq uint64, data []byte) error {
-			err := ru.Handle(ctx, seq, data)
-			if errors.Is(err, rollup.ErrPoison) {
-				t.Errorf("poison message: %v", err)
-				return natsjs.Permanent(err)
-			}
-			return err
-		})
-		if err != nil {
+		if err := consumer.Run(cctx, parts, ru.Handle); err != nil {
 			t.Errorf("consumer: %v", err)
 		}
 	}()
@@ -172,16 +117,19 @@ func TestTrendingAcrossRegions(t *testing.T) {
 		// Every increment flushed at this minute, published and applied.
 		for _, a := range agents {
 			n := a.Stats().Flushes.Load() + 2
-			waitUntil(t, "two flushes", func() bool { return a.Stats().Flushes.Load() >= n })
-			waitUntil(t, "an empty outbox", func() bool { return a.Stats().OutboxMessages.Load() == 0 })
+			testenv.Eventually(t, 30*time.Second, "two flushes", testenv.Until(func() bool { return a.Stats().Flushes.Load() >= n }))
+			testenv.Eventually(t, 30*time.Second, "an empty outbox", testenv.Until(func() bool { return a.Stats().OutboxMessages.Load() == 0 }))
 		}
-		waitUntil(t, "the rollup to apply everything", func() bool {
+		testenv.Eventually(t, 30*time.Second, "the rollup to apply everything", testenv.Until(func() bool {
 			n, err := consumer.Pending(ctx, parts)
 			return err == nil && n == 0
-		})
+		}))
 	}
 	burst(0)
 	burst(7)
+	if got := ru.Stats().Poison.Load(); got != 0 {
+		t.Errorf("poison messages = %d, want 0", got)
+	}
 	if err := ru.WriteTrending(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
 
 // minuteM is 30 s into a minute; minute(k) is k minutes later.
@@ -44,7 +45,7 @@ func (g *trendRig) now() time.Time {
 
 func newTrendRig(t *testing.T, partitions int) *trendRig {
 	t.Helper()
-	st := openTrendStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	// The rollup started two minutes before the first flush it sees.
 	g := &trendRig{t: t, st: st}
 	g.r = rollup.New(st, g.now, nil)
@@ -84,17 +85,6 @@ func (g *trendRig) rows(scope, counter, window string) ([]engagement.TrendingIte
 		g.t.Fatalf("WriteTrending: %v", err)
 	}
 	return stored(g.t, g.st, scope, counter, window)
-}
-
-// openTrendStore opens a real embedded store in a temporary directory.
-func openTrendStore(t *testing.T) *embedded.Store {
-	t.Helper()
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }
 
 // stored returns the stored list of (scope, counter, window) of partition
@@ -290,7 +280,7 @@ func TestTrendingDropsStrays(t *testing.T) {
 // TestTrendingWritesEveryInterval: the partition's writer stores its lists
 // by itself once Interval has passed since its last write.
 func TestTrendingWritesEveryInterval(t *testing.T) {
-	st := openTrendStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	now := minuteM.Add(-2 * time.Minute)
 	r := rollup.New(st, func() time.Time { return now }, nil)
 	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: 10 * time.Second}, st); err != nil {
@@ -327,7 +317,7 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 // it counts exactly only from a minute after its start (plus clock skew),
 // and answers from the agents' lists until then.
 func TestTrendingRestartDelaysExact(t *testing.T) {
-	st := openTrendStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	r := rollup.New(st, func() time.Time { return minute(3) }, nil) // started at minute 3
 	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Hour}, st); err != nil {
 		t.Fatal(err)
@@ -436,7 +426,7 @@ func TestTrendingRewritesFailedRows(t *testing.T) {
 // spell are stored by RunTrending once Interval has passed, without
 // waiting for another message; a partition handed away is not written.
 func TestRunTrendingWritesQuietPartitions(t *testing.T) {
-	st := openTrendStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	r := rollup.New(st, nil, nil)
 	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: 100 * time.Millisecond}, st); err != nil {
 		t.Fatal(err)
@@ -449,13 +439,10 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 	read := func() []engagement.TrendingItem { return storedX(t, st) }
 	waitList := func(what string, want []engagement.TrendingItem) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !slices.Equal(read(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: list = %v, want %v", what, read(), want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("list %v %s", want, what), func() (string, bool) {
+			got := read()
+			return fmt.Sprintf("list %v", got), slices.Equal(got, want)
+		})
 	}
 	send(1, 5) // written at once
 	send(2, 6) // within the interval: left for RunTrending
@@ -472,7 +459,7 @@ func TestRunTrendingWritesQuietPartitions(t *testing.T) {
 	// Two passes of RunTrending that end after this point: the second one
 	// began after the partition was handed away.
 	passes := rollup.TrendingPasses(r)
-	waitUntil(t, "two passes of RunTrending", func() bool { return rollup.TrendingPasses(r) >= passes+2 })
+	testenv.Eventually(t, 30*time.Second, "two passes of RunTrending", testenv.Until(func() bool { return rollup.TrendingPasses(r) >= passes+2 }))
 	wantItems(t, "a partition handed away", read(), []engagement.TrendingItem{ti("y", 1, 0)})
 }
 

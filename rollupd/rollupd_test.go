@@ -2,7 +2,6 @@ package rollupd
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,10 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/natsjs/natsjstest"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
 
 const testPartitions = 2
@@ -30,26 +32,10 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	scfg := natsjs.DefaultServerConfig(t.TempDir())
 	scfg.SyncAlways = false
-	srv, err := natsjs.StartServer(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	bus, err := srv.Client("rollupd-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Close() })
 	stream := natsjs.DefaultStreamConfig()
 	stream.Partitions = testPartitions
-	if err := bus.EnsureStream(t.Context(), stream); err != nil {
-		t.Fatal(err)
-	}
-	st, err := embedded.Open(embedded.Config{Path: filepath.Join(t.TempDir(), "db"), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	bus := natsjstest.Stream(t, scfg, "rollupd-test", stream)
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
 	return &rig{bus: bus, stream: stream, st: st}
 }
 
@@ -100,17 +86,6 @@ func run(t *testing.T, p *Process) (stop func() error) {
 		err := <-done
 		done <- err // for the cleanup
 		return err
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -191,7 +166,7 @@ func TestSharedPartitions(t *testing.T) {
 	r.publish(t, 1, "v1", nil)
 	r.publish(t, 2, "v2", nil)
 	stop := run(t, p)
-	waitFor(t, "both messages applied", func() bool { return p.Rollup().Stats().Messages.Load() == 2 })
+	testenv.Eventually(t, 20*time.Second, "both messages applied", testenv.Until(func() bool { return p.Rollup().Stats().Messages.Load() == 2 }))
 	if err := p.WaitApplied(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +197,7 @@ func TestConsumerFailureEndsRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(context.Background()) }()
 	r.publish(t, 1, "v1", nil)
-	waitFor(t, "the message applied", func() bool { return p.Rollup().Stats().Messages.Load() == 1 })
+	testenv.Eventually(t, 20*time.Second, "the message applied", testenv.Until(func() bool { return p.Rollup().Stats().Messages.Load() == 1 }))
 	r.bus.Close()
 	select {
 	case err := <-done:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,15 +21,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestFailedComponentFailsTheProcess(t *testing.T) {
 	n := startTestNode(t, t.TempDir(), time.Second)
 	n.ln.Close()
-	done := make(chan error, 1)
-	go func() { done <- n.wait(context.Background(), 30*time.Second) }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "http:") {
-			t.Fatalf("wait = %v, want the HTTP server's error", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the node did not stop after its HTTP listener failed")
+	err := testenv.Within(t, 30*time.Second, "the node to stop after its HTTP listener failed", func() error {
+		return n.wait(context.Background(), 30*time.Second)
+	})
+	if err == nil || !strings.Contains(err.Error(), "http:") {
+		t.Fatalf("wait = %v, want the HTTP server's error", err)
 	}
 }
 

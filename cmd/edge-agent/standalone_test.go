@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 // startTestNode starts a standalone node on a random port under dir.
@@ -95,16 +97,11 @@ func (c countsJSON) String() string {
 // waitCounts polls until the item's totals in region equal want.
 func waitCounts(t *testing.T, base, id, region string, want countsJSON) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var got countsJSON
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("counts of %s in %s = %v", id, region, want), func() (string, bool) {
+		var got countsJSON
 		call(t, "GET", base+"/v1/counts/"+id+"?region="+region, nil, 200, &got)
-		if got.String() == want.String() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("counts of %s in %s = %v, want %v", id, region, got, want)
+		return fmt.Sprintf("counts %v", got), got.String() == want.String()
+	})
 }
 
 type reactionJSON struct {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 type trendingJSON struct {
@@ -31,20 +33,15 @@ func (t trendingJSON) String() string {
 // waitTrending polls GET /v1/trending?query until its items read want.
 func waitTrending(t *testing.T, base, query, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var got trendingJSON
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("trending %s = %q", query, want), func() (string, bool) {
 		got = trendingJSON{}
 		call(t, "GET", base+"/v1/trending?"+query, nil, 200, &got)
-		if got.String() == want {
-			if got.AsOf == "" {
-				t.Fatalf("trending %s: no as_of", query)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Sprintf("%q", got.String()), got.String() == want
+	})
+	if got.AsOf == "" {
+		t.Fatalf("trending %s: no as_of", query)
 	}
-	t.Fatalf("trending %s = %q, want %q", query, got.String(), want)
 }
 
 // TestStandaloneTrending: the standalone node's agent ships its lists with

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/store/embedded"
@@ -65,13 +66,10 @@ func TestRollupProcess(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	base := strings.Fields(line[strings.Index(line, "http://"):])[0]
 
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(get(t, base+"/metrics"), "edgecount_rollup_messages_total 2") {
-		if time.Now().After(deadline) {
-			t.Fatalf("rollup did not apply 2 messages:\n%s", get(t, base+"/metrics"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, "edgecount_rollup_messages_total 2 (the rollup applied 2 messages)", func() (string, bool) {
+		m := get(t, base+"/metrics")
+		return "metrics:\n" + m, strings.Contains(m, "edgecount_rollup_messages_total 2")
+	})
 	if got := get(t, base+"/readyz"); !strings.Contains(got, "ready") {
 		t.Fatalf("readyz = %s", got)
 	}
@@ -151,15 +149,11 @@ func TestFailedComponentFailsTheProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.fail(p)
-			done := make(chan error, 1)
-			go func() { done <- p.run(context.Background()) }()
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("the rollup did not stop after its %s failed", tt.name)
+			err = testenv.Within(t, 30*time.Second, "the rollup to stop after its "+tt.name+" failed", func() error {
+				return p.run(context.Background())
+			})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
 	}

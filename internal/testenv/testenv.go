@@ -77,3 +77,33 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (g
 func Until(cond func() bool) func() (string, bool) {
 	return func() (string, bool) { return "not yet", cond() }
 }
+
+// UntilEmpty adapts a condition that describes what is still wrong, and
+// returns "" once nothing is, to Eventually: its failure reads
+// "got <the last complaint>; want <what>".
+func UntilEmpty(cond func() string) func() (string, bool) {
+	return func() (string, bool) {
+		msg := cond()
+		return msg, msg == ""
+	}
+}
+
+// Within calls f in a goroutine of its own and returns f's error, or fails
+// t when f has not returned after timeout:
+//
+//	after 30s: still waiting for the node to stop after its listener failed
+//
+// what describes f's return (e.g. "the node to stop after its listener
+// failed"). On failure f's goroutine is left running.
+func Within(t testing.TB, timeout time.Duration, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("after %v: still waiting for %s", timeout, what)
+		return nil
+	}
+}

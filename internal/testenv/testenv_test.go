@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -99,5 +100,44 @@ func TestBufferConcurrent(t *testing.T) {
 	<-done
 	if got := b.String(); got != strings.Repeat("x", 100) {
 		t.Fatalf("Buffer holds %q, want 100 x", got)
+	}
+}
+
+func TestClock(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+	c := NewClock(t0)
+	c.Add(time.Minute)
+	if got, want := c.Now(), t0.Add(time.Minute); !got.Equal(want) {
+		t.Fatalf("after Add(1m): Now() = %v, want %v", got, want)
+	}
+	c.Set(t0)
+	if got := c.Now(); !got.Equal(t0) {
+		t.Fatalf("after Set: Now() = %v, want %v", got, t0)
+	}
+}
+
+func TestUntilEmpty(t *testing.T) {
+	complaints := []string{"2 rows", ""}
+	cond := UntilEmpty(func() string { c := complaints[0]; complaints = complaints[1:]; return c })
+	if got, done := cond(); got != "2 rows" || done {
+		t.Fatalf("first poll = (%q, %v), want (\"2 rows\", false)", got, done)
+	}
+	if got, done := cond(); got != "" || !done {
+		t.Fatalf("second poll = (%q, %v), want (\"\", true)", got, done)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	want := errors.New("stopped")
+	if err := Within(t, 10*time.Second, "f to return", func() error { return want }); err != want {
+		t.Fatalf("Within of a returning f = %v, want its error %v", err, want)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	r := run(t, func(tb testing.TB) {
+		Within(tb, 20*time.Millisecond, "f to return", func() error { <-release; return nil })
+	})
+	if want := "after 20ms: still waiting for f to return"; r.fatal != want {
+		t.Fatalf("Within of a hanging f failed with %q; want %q", r.fatal, want)
 	}
 }
