@@ -93,6 +93,7 @@ type applyLog struct {
 	applied map[string]int    // message → times applied
 	by      map[string]int    // member → messages applied
 	times   []time.Time       // of every application
+	parts   map[uint32][]time.Time
 	errs    []string
 }
 
@@ -119,8 +120,30 @@ func (l *applyLog) handler(member string) Handler {
 		l.applied[string(data)]++
 		l.by[member]++
 		l.times = append(l.times, time.Now())
+		if l.parts == nil {
+			l.parts = map[uint32][]time.Time{}
+		}
+		l.parts[p] = append(l.parts[p], time.Now())
 		return nil
 	}
+}
+
+// allAfter returns when every partition had applied a message at or
+// after t, and false if one has not yet.
+func (l *applyLog) allAfter(t time.Time, partitions int) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last time.Time
+	for p := range uint32(partitions) {
+		i := slices.IndexFunc(l.parts[p], func(at time.Time) bool { return !at.Before(t) })
+		if i < 0 {
+			return time.Time{}, false
+		}
+		if at := l.parts[p][i]; at.After(last) {
+			last = at
+		}
+	}
+	return last, true
 }
 
 // firstAfter returns the first application at or after t.
@@ -333,6 +356,11 @@ func TestGroupFailoverAfterBrokerRestart(t *testing.T) {
 				return ok
 			}))
 			first, _ := log.firstAfter(b.back)
+			testenv.Eventually(t, 60*time.Second, "every partition applying after the restart", testenv.Until(func() bool {
+				_, ok := log.allAfter(b.back, parts)
+				return ok
+			}))
+			all, _ := log.allAfter(b.back, parts)
 			testenv.Eventually(t, 30*time.Second, "both members back in one view", converged(parts, a, d))
 			before := log.count("m0")
 			testenv.Eventually(t, 10*time.Second, "m0 applying again", testenv.Until(func() bool { return log.count("m0") > before+10 }))
@@ -353,8 +381,8 @@ func TestGroupFailoverAfterBrokerRestart(t *testing.T) {
 			acked, attempted := ld.snapshot()
 			log.check(t, acked, attempted)
 			st := a.g.Stats()
-			t.Logf("down %v, wipe %v: broker back → first message applied %v; kill → survivor owns all %d partitions %v (bound %v); acked %d; survivor stats %+v",
-				tt.down, tt.wipe, first.Sub(b.back).Round(time.Millisecond), parts, took.Round(time.Millisecond), bound, len(acked), st)
+			t.Logf("down %v, wipe %v: broker back → first message applied %v, every partition %v; kill → survivor owns all %d partitions %v (bound %v); acked %d; survivor stats %+v",
+				tt.down, tt.wipe, first.Sub(b.back).Round(time.Millisecond), all.Sub(b.back).Round(time.Millisecond), parts, took.Round(time.Millisecond), bound, len(acked), st)
 			// The bound plus a round trip, and slack for a shared machine.
 			if limit := bound + time.Second; took > limit {
 				t.Errorf("survivor owned every partition %v after the kill, want within %v (HandoverBound + 1s)", took, limit)
