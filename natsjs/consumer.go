@@ -410,6 +410,12 @@ func (c *Consumer) recreate(ctx context.Context, log *slog.Logger, p uint32) (je
 	return cons, nil
 }
 
+// raise sets v to x if x is larger.
+func raise(v *atomic.Uint64, x uint64) {
+	for old := v.Load(); x > old && !v.CompareAndSwap(old, x); old = v.Load() {
+	}
+}
+
 // fetchRecovered logs the end of a run of failed fetches and returns the
 // new count, 0.
 func fetchRecovered(log *slog.Logger, failures int) int {
@@ -450,8 +456,7 @@ func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok
 	if meta.NumDelivered > 1 {
 		c.redelivered.Add(1)
 	}
-	for s := c.seen.Load(); meta.Sequence.Stream > s && !c.seen.CompareAndSwap(s, meta.Sequence.Stream); s = c.seen.Load() {
-	}
+	raise(&c.seen, meta.Sequence.Stream)
 	return meta.Sequence.Stream, true
 }
 

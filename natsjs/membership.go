@@ -109,29 +109,34 @@ func (m *membership) streamConfig() jetstream.StreamConfig {
 // join creates or updates the membership stream, announces this member
 // and reads the first view.
 func (m *membership) join(ctx context.Context) error {
-	if err := m.ensure(ctx); err != nil {
+	if _, err := m.ensure(ctx); err != nil {
 		return err
 	}
 	return m.round(ctx)
 }
 
-// ensure creates or updates the membership stream. A stream kept in
-// memory (what earlier versions created, and a broker restart erased) is
-// replaced: every member renews its entry within MemberTTL/4 anyway.
-func (m *membership) ensure(ctx context.Context) error {
+// ensure creates or updates the membership stream and reports whether it
+// had to create it. A stream kept in memory (what earlier versions
+// created, and a broker restart erased) is replaced: every member renews
+// its entry within MemberTTL/4 anyway.
+func (m *membership) ensure(ctx context.Context) (created bool, _ error) {
 	cfg := m.streamConfig()
-	if st, err := m.js.Stream(ctx, m.stream); err == nil && st.CachedInfo().Config.Storage != cfg.Storage {
+	st, err := m.js.Stream(ctx, m.stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		created = true
+	case err == nil && st.CachedInfo().Config.Storage != cfg.Storage:
 		m.log.Info("replacing the membership stream kept in memory by one kept in files", "members_stream", m.stream)
 		if err := m.js.DeleteStream(ctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("cannot replace membership stream %s: %w", m.stream, err)
+			return false, fmt.Errorf("cannot replace membership stream %s: %w", m.stream, err)
 		}
+		created = true
 	}
-	st, err := m.js.CreateOrUpdateStream(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("cannot create membership stream %s: %w", m.stream, err)
+	if st, err = m.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return false, fmt.Errorf("cannot create membership stream %s: %w", m.stream, err)
 	}
 	m.st = st
-	return nil
+	return created, nil
 }
 
 // round renews this member and installs the current view. When the broker
@@ -146,11 +151,16 @@ func (m *membership) round(ctx context.Context) error {
 	// and hide that the stream is gone.
 	_, err := m.js.Publish(ctx, m.subject(), nil, jetstream.WithRetryAttempts(0))
 	if streamGone(err) {
-		if err := m.ensure(ctx); err != nil {
-			return fmt.Errorf("cannot renew membership %s: the stream is gone: %w", m.subject(), err)
+		// Gone, or not answering for a moment (a leader election): ensure
+		// creates it only in the first case.
+		created, err := m.ensure(ctx)
+		if err != nil {
+			return fmt.Errorf("cannot renew membership %s: the stream is not answering: %w", m.subject(), err)
 		}
-		m.rejoins.Add(1)
-		m.log.Warn("membership stream created again after the broker lost it; joining again", "members_stream", m.stream)
+		if created {
+			m.rejoins.Add(1)
+			m.log.Warn("membership stream created again after the broker lost it; joining again", "members_stream", m.stream)
+		}
 		_, err = m.js.Publish(ctx, m.subject(), nil, jetstream.WithRetryAttempts(0))
 	}
 	if err != nil {

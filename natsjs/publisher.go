@@ -45,6 +45,7 @@ type Publisher struct {
 	mu      sync.Mutex
 	gone    episode   // the stream is missing
 	next    time.Time // no re-creation attempt before
+	tries   int       // re-creation attempts that failed in a row
 }
 
 // PublisherStats are the publisher's counters since it was created.
@@ -122,8 +123,7 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, msgID string) er
 	if ack.Duplicate {
 		p.duplicates.Add(1)
 	}
-	for s := p.seen.Load(); ack.Sequence > s && !p.seen.CompareAndSwap(s, ack.Sequence); s = p.seen.Load() {
-	}
+	raise(&p.seen, ack.Sequence)
 	if p.failing.Load() {
 		p.mu.Lock()
 		if n, d, ended := p.gone.end(); ended {
@@ -148,15 +148,16 @@ func (p *Publisher) recreate(ctx context.Context, cause error) bool {
 	if time.Now().Before(p.next) {
 		return false
 	}
+	p.tries++
 	created, err := recreateStream(ctx, p.js, p.cfg, p.seen.Load())
 	if err != nil {
-		p.next = time.Now().Add(backoff.Delay(recreateMin, recreateMax, n))
+		p.next = time.Now().Add(backoff.Delay(recreateMin, recreateMax, p.tries))
 		if warn {
 			p.log.Warn("cannot create the stream again", "attempt", n, "err", err)
 		}
 		return false
 	}
-	p.next = time.Time{}
+	p.next, p.tries = time.Time{}, 0
 	if created {
 		p.recreated.Add(1)
 		p.log.Warn("stream created again; messages it held and no one had consumed are lost with the broker's state")
