@@ -94,6 +94,8 @@ func consumerMetrics(stats func() natsjs.ConsumerStats) []metricFunc {
 		{"edgecount_consumer_redelivered_total", "Messages the broker delivered more than once.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.Redelivered })},
 		{"edgecount_consumer_ack_errors_total", "Acknowledgements the broker did not confirm.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.AckErrors })},
 		{"edgecount_consumer_fetch_errors_total", "Failed fetches from the broker.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.FetchErrors })},
+		{"edgecount_consumer_consumers_recreated_total", "Durable consumers created again after the broker had lost them.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.ConsumersRecreated })},
+		{"edgecount_consumer_streams_recreated_total", "Creations of the partial-sum stream by the consumer after the broker had lost it.", false, stat(func(s natsjs.ConsumerStats) uint64 { return s.StreamsRecreated })},
 	}
 }
 

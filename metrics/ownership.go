@@ -34,5 +34,6 @@ func RegisterGroupConsumer(reg prometheus.Registerer, g *natsjs.GroupConsumer) e
 		{"edgecount_group_lease_renewals_total", "Confirmed progress signals that extended a message lease.", false, u(func(s natsjs.GroupStats) uint64 { return s.LeaseRenewals })},
 		{"edgecount_group_lease_errors_total", "Progress signals not confirmed while the lease held.", false, u(func(s natsjs.GroupStats) uint64 { return s.LeaseErrors })},
 		{"edgecount_group_membership_errors_total", "Failed membership renewals or reads (the last view is kept).", false, u(func(s natsjs.GroupStats) uint64 { return s.MembershipErrors })},
+		{"edgecount_group_membership_rejoins_total", "Creations of the membership stream after the broker had lost it, each followed by joining again.", false, u(func(s natsjs.GroupStats) uint64 { return s.MembershipRejoins })},
 	}, prometheus.Labels{"member": g.MemberID()})
 }

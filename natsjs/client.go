@@ -14,8 +14,18 @@ import (
 // wires into its agent (Publisher) or rollup (Consumer), so that callers
 // outside this package never handle nats.go types.
 type Client struct {
-	nc *nats.Conn
-	js jetstream.JetStream
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	log *slog.Logger // for the publishers; nil discards
+}
+
+// ClientStats describe a Client's connection.
+type ClientStats struct {
+	// Connected reports whether the connection is up now.
+	Connected bool
+	// Reconnects counts reconnections after the connection was lost (a
+	// broker restart, a network cut).
+	Reconnects uint64
 }
 
 // NewClient wraps an open connection. The Client owns nc from then on.
@@ -43,7 +53,17 @@ func Dial(cfg ConnConfig, logger *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewClient(nc)
+	c, err := NewClient(nc)
+	if err != nil {
+		return nil, err
+	}
+	c.log = logger
+	return c, nil
+}
+
+// Stats returns the connection's state and counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{Connected: c.nc.IsConnected(), Reconnects: c.nc.Stats().Reconnects}
 }
 
 // EnsureStream creates or updates the partial-sum stream (see EnsureStream).
@@ -51,8 +71,11 @@ func (c *Client) EnsureStream(ctx context.Context, cfg StreamConfig) error {
 	return EnsureStream(ctx, c.js, cfg)
 }
 
-// Publisher returns a publisher on the stream.
-func (c *Client) Publisher(cfg StreamConfig) *Publisher { return NewPublisher(c.js, cfg) }
+// Publisher returns a publisher on the stream, logging to the logger the
+// Client was dialled with.
+func (c *Client) Publisher(cfg StreamConfig) *Publisher {
+	return NewPublisher(c.js, cfg).WithLogger(c.log)
+}
 
 // Consumer returns a partition consumer.
 func (c *Client) Consumer(cfg ConsumerConfig) *Consumer { return NewConsumer(c.js, cfg) }

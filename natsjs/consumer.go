@@ -137,6 +137,12 @@ type ConsumerStats struct {
 	AckErrors uint64
 	// FetchErrors counts failed fetches (other than "no message yet").
 	FetchErrors uint64
+	// ConsumersRecreated counts durable consumers created again after the
+	// broker lost them (a restart without its store, or a deletion).
+	ConsumersRecreated uint64
+	// StreamsRecreated counts creations of the partial-sum stream after
+	// the broker lost it.
+	StreamsRecreated uint64
 }
 
 // Consumer consumes partitions of the stream in order, one durable pull
@@ -150,6 +156,10 @@ type Consumer struct {
 	pinned *pinnedPolicy
 
 	applied, retries, terminated, redelivered, ackErrors, fetchErrors atomic.Uint64
+	consumersRecreated, streamsRecreated                              atomic.Uint64
+	// seen is the highest stream sequence delivered: a stream created
+	// again starts above it.
+	seen atomic.Uint64
 	// fenced counts messages given up because their lease ran out (only a
 	// GroupConsumer's keeper fences; see GroupStats.Fenced).
 	fenced atomic.Uint64
@@ -180,6 +190,9 @@ func (c *Consumer) Stats() ConsumerStats {
 		Redelivered: c.redelivered.Load(),
 		AckErrors:   c.ackErrors.Load(),
 		FetchErrors: c.fetchErrors.Load(),
+
+		ConsumersRecreated: c.consumersRecreated.Load(),
+		StreamsRecreated:   c.streamsRecreated.Load(),
 	}
 }
 
@@ -204,8 +217,11 @@ func (c *Consumer) Run(ctx context.Context, partitions []uint32, h Handler) erro
 	}
 	cons := make([]jetstream.Consumer, len(partitions))
 	for i, p := range partitions {
-		var err error
-		if cons[i], err = c.ensure(ctx, p); err != nil {
+		err := c.setUp(ctx, "durable consumer "+c.Name(p), func(ctx context.Context) (err error) {
+			cons[i], err = c.ensure(ctx, p)
+			return err
+		})
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -221,6 +237,46 @@ func (c *Consumer) Run(ctx context.Context, partitions []uint32, h Handler) erro
 		return nil
 	}
 	return err
+}
+
+// setUp runs f, one step of setting a Run up, until it succeeds. A broker
+// that is down, restarting or electing a leader only delays the step: it
+// is retried with backoff, logged once per episode. A refusal by the
+// broker (a missing stream, a bad configuration: a 4xx answer) or a
+// closed connection ends it with f's error, as does the end of ctx.
+func (c *Consumer) setUp(ctx context.Context, what string, f func(context.Context) error) error {
+	var failing episode
+	for {
+		err := f(ctx)
+		if err == nil {
+			if n, d, ended := failing.end(); ended {
+				c.log.Info("set up after the broker came back", "what", what, "failures", n, "after", d.Round(time.Millisecond))
+			}
+			return nil
+		}
+		if ctx.Err() != nil || errors.Is(err, nats.ErrConnectionClosed) || refused(err) {
+			return err
+		}
+		n, warn := failing.fail()
+		if warn {
+			c.log.Warn("cannot set up, retrying", "what", what, "attempt", n, "err", err)
+		}
+		if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, n)) {
+			return err
+		}
+	}
+}
+
+// refused reports whether the broker answered err with a 4xx: the request
+// itself is wrong (or names what does not exist), and repeating it cannot
+// help.
+func refused(err error) bool {
+	var jsErr jetstream.JetStreamError
+	if !errors.As(err, &jsErr) || jsErr.APIError() == nil {
+		return false
+	}
+	code := jsErr.APIError().Code
+	return code >= 400 && code < 500
 }
 
 func (c *Consumer) checkPartitions(partitions []uint32) error {
@@ -275,13 +331,19 @@ func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Co
 		msg, err := c.next(ctx, cons)
 		switch {
 		case err == nil:
-			failures = 0
+			failures = fetchRecovered(log, failures)
 			c.handle(ctx, log, keep, msg, time.Time{}, h)
 			continue
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-			continue // no message within the pull's expiry
+			// No message within the pull's expiry. After failures this
+			// is a pull the broker answered, unless the connection is
+			// still down (the request waits in its buffer).
+			if failures > 0 && c.js.Conn().IsConnected() {
+				failures = fetchRecovered(log, failures)
+			}
+			continue
 		case errors.Is(err, nats.ErrConnectionClosed):
 			return fmt.Errorf("cannot fetch from %s: %w", c.Name(p), err)
 		}
@@ -295,8 +357,8 @@ func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Co
 
 // fetchFailed counts and logs a failed fetch (the failures-th in a row),
 // waits out its backoff and, when the durable consumer is gone, creates it
-// again. It returns the consumer to pull from next, and false when ctx
-// ended the wait.
+// again (and the stream first, if the broker lost that too). It returns the
+// consumer to pull from next, and false when ctx ended the wait.
 func (c *Consumer) fetchFailed(ctx context.Context, log *slog.Logger, p uint32, cons jetstream.Consumer, err error, failures int) (jetstream.Consumer, bool) {
 	c.fetchErrors.Add(1)
 	if logAttempt(failures) {
@@ -306,18 +368,61 @@ func (c *Consumer) fetchFailed(ctx context.Context, log *slog.Logger, p uint32, 
 		return cons, false
 	}
 	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-		errors.Is(err, nats.ErrNoResponders) {
+		errors.Is(err, nats.ErrNoResponders) || streamGone(err) {
 		// The durable consumer was deleted (no responders: nothing
 		// serves its pull requests, or JetStream is restarting). A
 		// new one resumes at the oldest message still in the work
 		// queue, so nothing is skipped.
-		if nc, err := c.ensure(ctx, p); err == nil {
+		if nc, err := c.recreate(ctx, log, p); err == nil {
 			cons = nc
 		} else if ctx.Err() == nil && logAttempt(failures) {
 			log.Warn("cannot re-create consumer", "err", err)
 		}
 	}
 	return cons, true
+}
+
+// recreate creates the durable consumer of p again, and first the stream
+// if the broker lost it (starting above every sequence this consumer saw).
+// A consumer that still exists is bound again as it is, without a change.
+func (c *Consumer) recreate(ctx context.Context, log *slog.Logger, p uint32) (jetstream.Consumer, error) {
+	cons, err := c.js.Consumer(ctx, c.cfg.Stream.Name, c.Name(p))
+	if err == nil {
+		return cons, nil
+	}
+	if streamGone(err) {
+		created, err := recreateStream(ctx, c.js, c.cfg.Stream, c.seen.Load())
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			c.streamsRecreated.Add(1)
+			log.Warn("partial-sum stream created again after the broker lost it; messages it held and no one had consumed are lost with the broker's state")
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("cannot look up consumer %s: %w", c.Name(p), err)
+	}
+	if cons, err = c.ensure(ctx, p); err != nil {
+		return nil, err
+	}
+	c.consumersRecreated.Add(1)
+	log.Info("durable consumer created again")
+	return cons, nil
+}
+
+// raise sets v to x if x is larger.
+func raise(v *atomic.Uint64, x uint64) {
+	for old := v.Load(); x > old && !v.CompareAndSwap(old, x); old = v.Load() {
+	}
+}
+
+// fetchRecovered logs the end of a run of failed fetches and returns the
+// new count, 0.
+func fetchRecovered(log *slog.Logger, failures int) int {
+	if failures > 0 {
+		log.Info("fetching again", "failures", failures)
+	}
+	return 0
 }
 
 // Pull requests wait up to pullWait for a message; the server sends a
@@ -351,6 +456,7 @@ func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok
 	if meta.NumDelivered > 1 {
 		c.redelivered.Add(1)
 	}
+	raise(&c.seen, meta.Sequence.Stream)
 	return meta.Sequence.Stream, true
 }
 

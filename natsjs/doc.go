@@ -19,6 +19,13 @@
 //     group gives exclusivity, a membership stream spreads the partitions,
 //     and the handler's ctx deadline is the lease end, after which it must
 //     not write (the fence).
+//   - Every part recovers from a broker restart without a process restart:
+//     connections reconnect, a Run being set up waits for the broker,
+//     consumers pull again, and what the broker lost (the partial-sum
+//     stream, the durable consumers, the membership stream) is created
+//     again. A stream created again starts above every sequence the lost
+//     one used (see EnsureStream), so rows that skip sequences they applied
+//     skip nothing new.
 //
 // Server, Publisher, Consumer and GroupConsumer are safe for concurrent use;
 // Run waits for every goroutine it starts, and the Handler runs on its

@@ -171,6 +171,9 @@ type GroupStats struct {
 	LeaseRenewals, LeaseErrors uint64
 	// MembershipErrors counts failed membership renewals or reads.
 	MembershipErrors uint64
+	// MembershipRejoins counts creations of the membership stream after
+	// the broker lost it, each followed by joining again.
+	MembershipRejoins uint64
 }
 
 // GroupConsumer consumes every partition of the stream together with the
@@ -299,6 +302,8 @@ func (g *GroupConsumer) Stats() GroupStats {
 		LeaseRenewals:    g.renewals.Load(),
 		LeaseErrors:      g.leaseErrors.Load(),
 		MembershipErrors: g.members.errors.Load(),
+
+		MembershipRejoins: g.members.rejoins.Load(),
 	}
 }
 
@@ -344,25 +349,35 @@ func (g *GroupConsumer) Run(ctx context.Context, h Handler) error {
 	}
 	defer g.running.Store(false)
 
+	// Each step waits out a broker that is down or restarting (setUp).
 	n := g.cfg.Consumer.Stream.Partitions
 	cons := make([]jetstream.Consumer, n)
 	for p := range cons {
-		var err error
-		if cons[p], err = g.c.ensure(ctx, uint32(p)); err != nil {
+		err := g.c.setUp(ctx, "durable consumer "+g.Name(uint32(p)), func(ctx context.Context) (err error) {
+			cons[p], err = g.c.ensure(ctx, uint32(p))
+			return err
+		})
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("cannot run group consumer: %w", err)
 		}
 	}
-	st, err := g.c.js.Stream(ctx, g.cfg.Consumer.Stream.Name)
+	var st jetstream.Stream
+	err := g.c.setUp(ctx, "stream lookup", func(ctx context.Context) (err error) {
+		if st, err = g.c.js.Stream(ctx, g.cfg.Consumer.Stream.Name); err != nil {
+			return fmt.Errorf("cannot look up stream %s: %w", g.cfg.Consumer.Stream.Name, err)
+		}
+		return nil
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("cannot run group consumer: cannot look up stream %s: %w", g.cfg.Consumer.Stream.Name, err)
+		return fmt.Errorf("cannot run group consumer: %w", err)
 	}
-	if err := g.members.join(ctx); err != nil {
+	if err := g.c.setUp(ctx, "membership", g.members.join); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -438,7 +453,7 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 		msg, err := g.next(ctx, cons)
 		switch {
 		case err == nil:
-			failures = 0
+			failures = fetchRecovered(log, failures)
 			g.notePin(p, msg, log)
 			g.c.handle(ctx, log, l, msg, sent, h)
 			continue
@@ -451,6 +466,9 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 			g.losePin(p, log)
 			continue
 		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			if failures > 0 && g.c.js.Conn().IsConnected() {
+				failures = fetchRecovered(log, failures)
+			}
 			continue
 		case errors.Is(err, nats.ErrConnectionClosed):
 			return fmt.Errorf("cannot fetch from %s: %w", g.Name(p), err)

@@ -35,7 +35,12 @@ type membership struct {
 	log        *slog.Logger
 	errors     atomic.Uint64
 
-	st jetstream.Stream // set by join
+	rejoins atomic.Uint64 // membership stream created again
+
+	// st is the membership stream, set by ensure (on join, and on a round
+	// that created the stream again); nil before a successful join. Only
+	// the goroutine that joins, runs and leaves uses it, in that order.
+	st jetstream.Stream
 
 	mu  sync.Mutex
 	cur *view
@@ -75,34 +80,90 @@ func (m *membership) view() *view {
 
 func (m *membership) subject() string { return m.prefix + "." + m.id }
 
-// join creates or updates the membership stream, announces this member
-// and reads the first view.
-func (m *membership) join(ctx context.Context) error {
-	st, err := m.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+// membersMaxBytes bounds the membership stream: one small message per
+// member (a subject and no body, about a hundred bytes stored), so a
+// megabyte holds thousands of members and no bug or stray publisher can
+// grow it without bound.
+const membersMaxBytes = 1 << 20
+
+// streamConfig is the membership stream. It is kept in files (and
+// replicated like the partial-sum stream), so that a broker restart keeps
+// it: members go on renewing without a gap, and a member that dies right
+// after the restart expires from it as from any other.
+func (m *membership) streamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:              m.stream,
 		Description:       "edgecount consumer group membership: one subject per live member",
 		Subjects:          []string{m.subjects},
 		Retention:         jetstream.LimitsPolicy,
-		Storage:           jetstream.MemoryStorage,
+		Storage:           jetstream.FileStorage,
 		Replicas:          m.replicas,
 		MaxAge:            m.ttl,
 		MaxMsgsPerSubject: 1,
 		MaxMsgs:           -1,
-		MaxBytes:          -1,
+		MaxBytes:          membersMaxBytes,
 		Discard:           jetstream.DiscardOld,
-	})
-	if err != nil {
-		return fmt.Errorf("cannot create membership stream %s: %w", m.stream, err)
 	}
-	m.st = st
+}
+
+// join creates or updates the membership stream, announces this member
+// and reads the first view.
+func (m *membership) join(ctx context.Context) error {
+	if _, err := m.ensure(ctx); err != nil {
+		return err
+	}
 	return m.round(ctx)
 }
 
-// round renews this member and installs the current view.
+// ensure creates or updates the membership stream and reports whether it
+// had to create it. A stream kept in memory (what earlier versions
+// created, and a broker restart erased) is replaced: every member renews
+// its entry within MemberTTL/4 anyway.
+func (m *membership) ensure(ctx context.Context) (created bool, _ error) {
+	cfg := m.streamConfig()
+	st, err := m.js.Stream(ctx, m.stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		created = true
+	case err == nil && st.CachedInfo().Config.Storage != cfg.Storage:
+		m.log.Info("replacing the membership stream kept in memory by one kept in files", "members_stream", m.stream)
+		if err := m.js.DeleteStream(ctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return false, fmt.Errorf("cannot replace membership stream %s: %w", m.stream, err)
+		}
+		created = true
+	}
+	if st, err = m.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return false, fmt.Errorf("cannot create membership stream %s: %w", m.stream, err)
+	}
+	m.st = st
+	return created, nil
+}
+
+// round renews this member and installs the current view. When the broker
+// has lost the membership stream (a restart without its store, or a
+// deletion), round creates it again and renews into it: the view is then
+// rebuilt from the stream as every member renews within MemberTTL/4.
 func (m *membership) round(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.ttl/2)
 	defer cancel()
-	if _, err := m.js.Publish(ctx, m.subject(), nil); err != nil {
+	// One try each: the round comes again in MemberTTL/4, and the retries
+	// a publish makes on "no responders" would use up the round's time
+	// and hide that the stream is gone.
+	_, err := m.js.Publish(ctx, m.subject(), nil, jetstream.WithRetryAttempts(0))
+	if streamGone(err) {
+		// Gone, or not answering for a moment (a leader election): ensure
+		// creates it only in the first case.
+		created, err := m.ensure(ctx)
+		if err != nil {
+			return fmt.Errorf("cannot renew membership %s: the stream is not answering: %w", m.subject(), err)
+		}
+		if created {
+			m.rejoins.Add(1)
+			m.log.Warn("membership stream created again after the broker lost it; joining again", "members_stream", m.stream)
+		}
+		_, err = m.js.Publish(ctx, m.subject(), nil, jetstream.WithRetryAttempts(0))
+	}
+	if err != nil {
 		return fmt.Errorf("cannot renew membership %s: %w", m.subject(), err)
 	}
 	info, err := m.st.Info(ctx, jetstream.WithSubjectFilter(m.prefix+".*"))
@@ -141,7 +202,7 @@ func (m *membership) install(members []string) {
 func (m *membership) run(ctx context.Context) error {
 	t := time.NewTicker(m.ttl / 4)
 	defer t.Stop()
-	failures := 0
+	var failing episode
 	for {
 		select {
 		case <-ctx.Done():
@@ -155,14 +216,15 @@ func (m *membership) run(ctx context.Context) error {
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				return err
 			}
-			failures++
 			m.errors.Add(1)
-			if logAttempt(failures) {
-				m.log.Warn("cannot refresh group membership, keeping the last view", "attempt", failures, "err", err)
+			if n, warn := failing.fail(); warn {
+				m.log.Warn("cannot refresh group membership, keeping the last view", "attempt", n, "err", err)
 			}
 			continue
 		}
-		failures = 0
+		if n, d, ended := failing.end(); ended {
+			m.log.Info("group membership renewed again", "failures", n, "after", d.Round(time.Millisecond))
+		}
 	}
 }
 

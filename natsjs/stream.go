@@ -111,28 +111,86 @@ func (c StreamConfig) jetstream() jetstream.StreamConfig {
 // Growing the partition count adds subjects; shrinking it fails with
 // ErrPartitionInUse while a dropped partition still holds messages.
 // Retention and storage cannot be changed on an existing stream.
+//
+// A stream it creates starts at a sequence above any a stream of that name
+// can have used before (see firstSeq): rows in the store remember the last
+// stream sequence applied to them and skip anything at or below it, so a
+// stream created again after a broker lost its state must not count from 1.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	_, err := ensureStream(ctx, js, cfg, 0)
+	return err
+}
+
+// ensureStream is EnsureStream; a stream it creates starts above seen (the
+// highest sequence the caller has seen). It reports whether it created the
+// stream.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, seen uint64) (created bool, _ error) {
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("cannot ensure stream: %w", err)
+		return false, fmt.Errorf("cannot ensure stream: %w", err)
 	}
 	want := cfg.jetstream()
 	st, err := js.Stream(ctx, cfg.Name)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		if _, err := js.CreateStream(ctx, want); err != nil {
-			return fmt.Errorf("cannot create stream %s: %w", cfg.Name, err)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		create := want
+		create.FirstSeq = firstSeq(time.Now(), seen)
+		_, err = js.CreateStream(ctx, create)
+		if err == nil {
+			return true, nil
 		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("cannot look up stream %s: %w", cfg.Name, err)
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return false, fmt.Errorf("cannot create stream %s: %w", cfg.Name, err)
+		}
+		// Another process created it meanwhile (with its own first
+		// sequence): update that one.
+		st, err = js.Stream(ctx, cfg.Name)
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot look up stream %s: %w", cfg.Name, err)
 	}
 	if err := checkDroppedSubjects(ctx, st, want.Subjects); err != nil {
-		return fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
+		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
 	}
+	want.FirstSeq = st.CachedInfo().Config.FirstSeq // set at creation, never changed
 	if _, err := js.UpdateStream(ctx, want); err != nil {
-		return fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
+		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
 	}
-	return nil
+	return false, nil
+}
+
+// recreateStream creates the stream again if the broker does not have it
+// (any more), starting above seen; a stream that exists is left alone. It
+// reports whether it created the stream.
+func recreateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, seen uint64) (created bool, _ error) {
+	_, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return ensureStream(ctx, js, cfg, seen)
+	default:
+		return false, fmt.Errorf("cannot look up stream %s: %w", cfg.Name, err)
+	}
+}
+
+// firstSeq is the first sequence of a stream created at now by a process
+// that has seen sequences up to seen: the larger of seen+1 and now in
+// microseconds since 1970. A stream created again after a broker lost it
+// (and with it the last sequence) thus starts above every sequence the
+// lost one used, as long as that one took fewer than a million messages a
+// second since it was created (partial-sum streams take hundreds) and the
+// creators' clocks agree to within the time between the two creations.
+// Sequences stay below 2^53 (until the year 2255), so they survive a JSON
+// number anywhere.
+func firstSeq(now time.Time, seen uint64) uint64 {
+	return max(uint64(now.UnixMicro()), seen+1)
+}
+
+// streamGone reports whether err says that a stream the caller relies on
+// does not exist (any more): the broker lost it, or it was deleted. A
+// publish then finds nothing that stores its subject, a lookup or a
+// consumer creation names a missing stream.
+func streamGone(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // checkDroppedSubjects fails if a subject the stream has now but keeps not

@@ -15,6 +15,13 @@
 // poison message is terminated by the consumer because rollup.ErrPoison
 // says it is permanent.
 //
+// A broker restart does not end Run: the consumer waits for the broker,
+// pulls again and creates again what a broker that lost its state no
+// longer has (stream, durable consumers, membership); every partition
+// released on the way, including one that comes back under a new pin,
+// has the rollup's in-memory state of it dropped. Run returns the
+// consumer's error only when its connection is closed.
+//
 // It lives outside package rollup because it imports the NATS adapter and
 // Prometheus; rollup imports no client library. A Process is safe for
 // concurrent use; Run runs once.

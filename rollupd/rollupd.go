@@ -99,7 +99,9 @@ func New(bus *natsjs.Client, st Store, cfg Config) (*Process, error) {
 
 // released is the group's OnRelease: a partition handed back still has this
 // process as its writer during the call, so its last lists are stored; in
-// every case its trending state is dropped.
+// every case what the rollup keeps of the partition in memory is dropped,
+// because another rollup may apply its messages before it comes back (also
+// when it comes back under a new pin, as after a broker restart).
 func (p *Process) released(part uint32, handedBack bool) {
 	if handedBack {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseWriteTimeout)
@@ -108,7 +110,19 @@ func (p *Process) released(part uint32, handedBack bool) {
 		}
 		cancel()
 	}
-	p.ru.ForgetTrending(part)
+	forget(p.ru, part)
+}
+
+// forget drops the rollup's in-memory state of a partition: with the
+// per-(agent, partition) marks, ForgetPartition (marks and trending);
+// without them, ForgetTrending. The check only bridges the two branches
+// being merged; once rollup.Rollup has ForgetPartition, call it directly.
+func forget(ru *rollup.Rollup, part uint32) {
+	if f, ok := any(ru).(interface{ ForgetPartition(uint32) }); ok {
+		f.ForgetPartition(part)
+		return
+	}
+	ru.ForgetTrending(part)
 }
 
 // Rollup returns the rollup.

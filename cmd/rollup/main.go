@@ -149,7 +149,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 		return nil, err
 	}
 	reg := cli.Registry()
-	metricErrs := []error{p.proc.RegisterMetrics(reg)}
+	metricErrs := []error{p.proc.RegisterMetrics(reg), metrics.RegisterNATSClient(reg, p.bus)}
 	if cs, ok := p.st.(*cassandra.Store); ok {
 		metricErrs = append(metricErrs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -180,6 +181,100 @@ func TestSignalDuringStartUp(t *testing.T) {
 	}
 	if stdout.Len() > 0 {
 		t.Errorf("run started serving after the signal: %q", stdout.String())
+	}
+}
+
+// TestReadyzFollowsTheBroker: while the broker is down the rollup is not
+// ready (its readiness pings the broker); when the broker is back it is
+// ready again and consumes what is published, without a restart, and its
+// metrics count the reconnect.
+func TestReadyzFollowsTheBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a broker; -short")
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	startBroker := func() *natsjs.Server {
+		t.Helper()
+		srv, err := natsjs.StartServer(natsjs.ServerConfig{StoreDir: dir, Host: "127.0.0.1", Port: port, SyncAlways: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	srv := startBroker()
+	defer func() { srv.Shutdown() }()
+	url := srv.ClientURL()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	var logs testenv.Buffer
+	defer func() {
+		if t.Failed() {
+			t.Logf("rollup log:\n%s", logs.String())
+		}
+	}()
+	go func() {
+		done <- run(ctx, []string{"--nats", url, "--data", t.TempDir(), "--http", "127.0.0.1:0"}, func(string) string { return "" }, pw, &logs)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no start line: %v", err)
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.Fields(line[strings.Index(line, "http://"):])[0]
+	status := func() int {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitStatus := func(want int) time.Duration {
+		t.Helper()
+		begin := time.Now()
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("/readyz %d", want), func() (string, bool) {
+			got := status()
+			return fmt.Sprintf("/readyz %d", got), got == want
+		})
+		return time.Since(begin)
+	}
+	waitStatus(http.StatusOK)
+
+	srv.Shutdown()
+	down := waitStatus(http.StatusServiceUnavailable)
+	srv = startBroker()
+	up := waitStatus(http.StatusOK)
+	t.Logf("/readyz 503 %v after the broker stopped, 200 again %v after it started", down.Round(time.Millisecond), up.Round(time.Millisecond))
+
+	client, err := natsjs.Dial(natsjs.ConnConfig{URL: url, Name: "test-agent"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	stream := natsjs.DefaultStreamConfig()
+	b := &partial.Batch{Agent: "us-a1", Region: "us", Epoch: 1, Seq: 1, Partition: partial.PartitionOf("v1", stream.Partitions),
+		Sums: []partial.Sum{{ContentID: "v1", Counter: "view", Region: "us", Delta: 5}}}
+	if err := client.Publisher(stream).Publish(ctx, b.Partition, b.MsgID(), partial.Append(nil, b)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the message published after the restart applied, and the reconnect counted", func() (string, bool) {
+		m := get(t, base+"/metrics")
+		return "metrics without them", strings.Contains(m, "edgecount_rollup_messages_total 1") &&
+			strings.Contains(m, "edgecount_nats_reconnects_total 1") && strings.Contains(m, "edgecount_nats_connected 1")
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }
 
