@@ -367,3 +367,147 @@ func TestIdentity(t *testing.T) {
 		t.Fatal("a damaged agent.json was accepted")
 	}
 }
+
+// stallStore passes reactions to a store, but its next write stalls,
+// before or after it reaches the store, until release is closed: the agent
+// is killed meanwhile, as between the compare-and-set and the ack.
+type stallStore struct {
+	*embedded.Store
+	mu      sync.Mutex
+	armed   bool
+	after   bool          // stall after the write applied
+	stalled chan struct{} // closed when a write stalls
+	release chan struct{}
+}
+
+func (s *stallStore) stall(ctx context.Context, write func() (bool, error)) (bool, error) {
+	s.mu.Lock()
+	armed := s.armed
+	s.armed = false
+	s.mu.Unlock()
+	if !armed {
+		return write()
+	}
+	var applied bool
+	var err error
+	if s.after {
+		applied, err = write()
+	}
+	close(s.stalled)
+	<-s.release
+	if !s.after {
+		return false, errors.New("connection lost")
+	}
+	return applied, err
+}
+
+func (s *stallStore) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
+	return s.stall(ctx, func() (bool, error) { return s.Store.InsertReaction(ctx, r) })
+}
+
+func (s *stallStore) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
+	return s.stall(ctx, func() (bool, error) { return s.Store.UpdateReaction(ctx, prev, next) })
+}
+
+func (s *stallStore) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
+	return s.stall(ctx, func() (bool, error) { return s.Store.DeleteReaction(ctx, prev) })
+}
+
+// TestReplaySettlesIntents: an agent killed while its compare-and-set is
+// in flight (for longer than several flushes, so the intent is carried
+// over truncations) settles the intent at the next start, for each way the
+// row can be found.
+func TestReplaySettlesIntents(t *testing.T) {
+	tests := []struct {
+		name     string
+		before   engagement.Action // the user's reaction before (none: no row)
+		action   engagement.Action
+		after    bool // the write reached the store before the kill
+		meddle   bool // another region's agent changes the row meanwhile
+		wantLike int64
+		wantDis  int64
+		wantRow  engagement.Action
+		applied  uint64
+		ambig    uint64
+	}{
+		{"insert applied", engagement.ActionNone, engagement.ActionLike, true, false, 1, 0, engagement.ActionLike, 1, 0},
+		{"insert redone", engagement.ActionNone, engagement.ActionLike, false, false, 1, 0, engagement.ActionLike, 1, 0},
+		{"update applied", engagement.ActionLike, engagement.ActionDislike, true, false, 0, 1, engagement.ActionDislike, 1, 0},
+		{"update redone", engagement.ActionLike, engagement.ActionDislike, false, false, 0, 1, engagement.ActionDislike, 1, 0},
+		{"undo applied", engagement.ActionLike, engagement.ActionNone, true, false, 0, 0, engagement.ActionNone, 1, 0},
+		{"undo redone", engagement.ActionLike, engagement.ActionNone, false, false, 0, 0, engagement.ActionNone, 1, 0},
+		{"insert ambiguous", engagement.ActionNone, engagement.ActionLike, false, true, 0, 0, engagement.ActionDislike, 0, 1},
+		{"update ambiguous", engagement.ActionLike, engagement.ActionDislike, false, true, 1, 0, engagement.ActionNone, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st := openStore(t)
+			b := newBroker(t)
+			ss := &stallStore{Store: st, stalled: make(chan struct{}), release: make(chan struct{})}
+			a := durableAgent(t, dir, ss, st, b, nil)
+			ctx := context.Background()
+			if tt.before != engagement.ActionNone {
+				if _, err := a.React(ctx, "u", "c", tt.before); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ss.mu.Lock()
+			ss.armed, ss.after = true, tt.after
+			ss.mu.Unlock()
+			done := make(chan error, 1)
+			go func() {
+				_, err := a.React(ctx, "u", "c", tt.action)
+				done <- err
+			}()
+			<-ss.stalled
+			time.Sleep(60 * time.Millisecond) // several flushes carry the intent
+			a.Crash()
+			close(ss.release)
+			if err := <-done; err == nil {
+				t.Fatal("the reaction whose agent was killed was acknowledged")
+			}
+			if tt.meddle {
+				// Another region's agent changes the row meanwhile.
+				row, found, err := st.GetReaction(ctx, "u", "c")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !found {
+					if _, err := st.InsertReaction(ctx, engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionDislike, Region: "eu", Version: 1, Incarnation: 77, UpdatedAt: time.Now()}); err != nil {
+						t.Fatal(err)
+					}
+				} else if _, err := st.DeleteReaction(ctx, row); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a = durableAgent(t, dir, st, st, b, nil)
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := a.Stop(sctx); err != nil {
+				t.Fatal(err)
+			}
+			ls := a.LogStats()
+			if got := ls.IntentsApplied.Load(); got != tt.applied {
+				t.Errorf("intents settled as applied = %d, want %d", got, tt.applied)
+			}
+			if got := ls.IntentsAmbiguous.Load(); got != tt.ambig {
+				t.Errorf("intents ambiguous = %d, want %d", got, tt.ambig)
+			}
+			row, found, err := st.GetReaction(ctx, "u", "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRow := engagement.ActionNone
+			if found {
+				gotRow = row.Action
+			}
+			if gotRow != tt.wantRow {
+				t.Errorf("row = %v, want %v", gotRow, tt.wantRow)
+			}
+			if l, d := b.total("c/like/us"), b.total("c/dislike/us"); l != tt.wantLike || d != tt.wantDis {
+				t.Errorf("counted likes %d dislikes %d, want %d %d", l, d, tt.wantLike, tt.wantDis)
+			}
+		})
+	}
+}
