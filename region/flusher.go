@@ -358,6 +358,7 @@ func (f *flusher) enqueue(msgs []outMsg) {
 
 func (f *flusher) publishLoop() {
 	ctx := f.pubCtx
+	acked := 0
 	for {
 		f.mu.Lock()
 		if len(f.queue) == 0 {
@@ -375,26 +376,45 @@ func (f *flusher) publishLoop() {
 		if !f.publish(ctx, m) {
 			return
 		}
-		if m.logIndex != 0 {
-			if err := f.a.log.outbox.TruncateBefore(m.logIndex + 1); err != nil && !errors.Is(err, wal.ErrClosed) {
-				f.a.logStats.TruncateErrors.Add(1)
-				f.a.logger.Warn("cannot truncate the outbox log after a publish; the message is re-published after a restart", "msg_id", m.id, "err", err)
-			}
-		}
 		f.mu.Lock()
 		f.queue[0] = outMsg{}
 		f.queue = f.queue[1:]
-		if len(f.queue) == 0 {
-			f.queue = nil
-			close(f.drained)
-			f.drained = make(chan struct{})
-		}
+		empty := len(f.queue) == 0
 		f.mu.Unlock()
+		if m.logIndex != 0 {
+			// The outbox log is truncated past the acknowledged messages
+			// when the queue empties, or every truncateEvery messages
+			// while it catches up: one meta fsync for many messages. A
+			// crash re-publishes at most those (the broker and the rollup
+			// drop the copies).
+			acked++
+			if empty || acked >= truncateEvery {
+				acked = 0
+				if err := f.a.log.outbox.TruncateBefore(m.logIndex + 1); err != nil && !errors.Is(err, wal.ErrClosed) {
+					f.a.logStats.TruncateErrors.Add(1)
+					f.a.logger.Warn("cannot truncate the outbox log after a publish; the message is re-published after a restart", "msg_id", m.id, "err", err)
+				}
+			}
+		}
 		f.a.stats.OutboxBytes.Add(-int64(len(m.data)))
 		f.a.stats.OutboxMessages.Add(-1)
 		f.a.stats.MessagesPublished.Add(1)
+		if empty {
+			// Stop waits on drained: the truncation above is done by now.
+			f.mu.Lock()
+			if len(f.queue) == 0 {
+				f.queue = nil
+				close(f.drained)
+				f.drained = make(chan struct{})
+			}
+			f.mu.Unlock()
+		}
 	}
 }
+
+// truncateEvery bounds the acknowledged messages left in the outbox log
+// while the publisher catches up.
+const truncateEvery = 64
 
 // publish sends m until the broker stores it, backing off between
 // attempts. It returns false only when ctx ends first.

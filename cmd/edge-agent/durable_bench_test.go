@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkDurableIngest measures G13's throughput ratio: increments/s
+// through POST /v1/increments of a standalone node with durability fsync
+// (and interval) against the same node with durability none, in the same
+// run, for batches of 100 and for single increments, with ingestClients keep-alive
+// clients. It also reports the ack latency p50/p99 of each mode. Goal
+// (DESIGN.md): durable ÷ none ≥ 0.8.
+//
+//	go test -run '^$' -bench DurableIngest -benchtime 3s -count 3 ./cmd/edge-agent/
+func BenchmarkDurableIngest(b *testing.B) {
+	for _, size := range []int{100, 1} {
+		for _, mode := range []string{"none", "fsync", "interval"} {
+			b.Run(fmt.Sprintf("batch=%d/durability=%s", size, mode), func(b *testing.B) {
+				benchIngest(b, mode, size, ingestClients)
+			})
+		}
+	}
+}
+
+func benchIngest(b *testing.B, mode string, size, clients int) {
+	n := startNodeArgs(b, "--http", "127.0.0.1:0", "--data", b.TempDir(), "--region", "local",
+		"--flush-interval", "1s", "--durability", mode)
+	b.Cleanup(func() { n.Shutdown(b.Context()) })
+	url := "http://" + n.Addr() + "/v1/increments"
+	bodies := make([][]byte, 64)
+	for i := range bodies {
+		var sb strings.Builder
+		sb.WriteString(`{"increments":[`)
+		for j := 0; j < size; j++ {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `{"content_id":"item-%d","counter":"view","delta":1}`, (i*size+j)%10_000)
+		}
+		sb.WriteString(`]}`)
+		bodies[i] = []byte(sb.String())
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var next atomic.Int64
+	lat := make([][]time.Duration, clients)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				resp, err := client.Post(url, "application/json", bytes.NewReader(bodies[i%int64(len(bodies))]))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) == 0 {
+		return
+	}
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e3 }
+	b.ReportMetric(float64(b.N*size)/el.Seconds(), "incs/s")
+	b.ReportMetric(q(0.5), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// BenchmarkAckLatency measures G13's latency bound: one client sends
+// single increments alternately to a node with durability fsync and to one
+// with none, and in between does a bare write+fsync of the same size as
+// the log record on the same disk, so that all three see the same disk.
+// It reports each p99, the p99 the log adds (fsync − none) and its ratio
+// to the bare fsync p99. Goal: added ≤ 2 × bare.
+//
+//	go test -run '^$' -bench AckLatency -benchtime 2000x -count 3 ./cmd/edge-agent/
+func BenchmarkAckLatency(b *testing.B) {
+	dir := b.TempDir()
+	durable := startNodeArgs(b, "--http", "127.0.0.1:0", "--data", filepath.Join(dir, "d"), "--durability", "fsync")
+	b.Cleanup(func() { durable.Shutdown(b.Context()) })
+	mem := startNodeArgs(b, "--http", "127.0.0.1:0", "--data", filepath.Join(dir, "m"), "--durability", "none")
+	b.Cleanup(func() { mem.Shutdown(b.Context()) })
+	f, err := os.Create(filepath.Join(dir, "bare"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	body := []byte(`{"increments":[{"content_id":"item-1","counter":"view","delta":1}]}`)
+	// The log record of that request: kind, region, count, id, counter,
+	// delta, plus wal's 24-byte record header.
+	rec := make([]byte, 1+6+1+7+5+1+24)
+	client := &http.Client{Timeout: 30 * time.Second}
+	post := func(n *node) time.Duration {
+		t0 := time.Now()
+		resp, err := client.Post("http://"+n.Addr()+"/v1/increments", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	var dl, ml, fl []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dl = append(dl, post(durable))
+		ml = append(ml, post(mem))
+		t0 := time.Now()
+		if _, err := f.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		fl = append(fl, time.Since(t0))
+	}
+	b.StopTimer()
+	p99 := func(s []time.Duration) float64 {
+		slices.Sort(s)
+		return float64(s[int(0.99*float64(len(s)-1))]) / 1e3
+	}
+	d, m, fs := p99(dl), p99(ml), p99(fl)
+	b.ReportMetric(d, "fsync-p99-µs")
+	b.ReportMetric(m, "none-p99-µs")
+	b.ReportMetric(fs, "bare-fsync-p99-µs")
+	b.ReportMetric(d-m, "added-p99-µs")
+	b.ReportMetric((d-m)/fs, "added/bare")
+	b.ReportMetric(0, "ns/op")
+}
+
+// ingestClients is the number of concurrent clients of
+// BenchmarkDurableIngest: with a durable log, throughput is concurrency ÷
+// fsync latency until the CPU is the bound, as it is without a log.
+const ingestClients = 64
