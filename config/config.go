@@ -491,8 +491,10 @@ func (c Config) validate(role Role) error {
 	return errors.Join(errs...)
 }
 
-// minLogBytes is the smallest agent.log_max_bytes.
-const minLogBytes = 256 << 10
+// minLogBytes is the smallest agent.log_max_bytes: the log's segments are
+// a quarter of it, and one record (one request of up to 1 MiB) must fit in
+// a segment.
+const minLogBytes = 8 << 20
 
 // logErrors checks the agent's log settings.
 func (c Config) logErrors() []error {

@@ -79,7 +79,7 @@ func TestBadFixtures(t *testing.T) {
 		{"bad-gossip-standalone.yaml", RoleAgent, []string{"gossip.bind: gossip joins a region's agents"}},
 		{"bad-durability.yaml", RoleAgent, []string{`agent.durability "sometimes": want fsync, interval or none`}},
 		{"bad-durability-interval.yaml", RoleAgent, []string{
-			"agent.durability_interval 0s: must be positive", "agent.log_max_bytes 1000: want at least 262144",
+			"agent.durability_interval 0s: must be positive", "agent.log_max_bytes 1000: want at least 8388608",
 			"agent.data: must not be empty with a durable log"}},
 	}
 	for _, tt := range tests {
@@ -148,7 +148,7 @@ func TestDurability(t *testing.T) {
 		t.Fatalf("default log config = %+v, id defaulted %v", lc, c.Agent.IDDefaulted)
 	}
 	err := c.ApplyEnv(env(map[string]string{
-		"EDGECOUNT_DURABILITY": "interval", "EDGECOUNT_DURABILITY_INTERVAL": "5ms", "EDGECOUNT_LOG_MAX_BYTES": "1048576",
+		"EDGECOUNT_DURABILITY": "interval", "EDGECOUNT_DURABILITY_INTERVAL": "5ms", "EDGECOUNT_LOG_MAX_BYTES": "16777216",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestDurability(t *testing.T) {
 	if err := c.Finish(RoleAgent); err != nil {
 		t.Fatal(err)
 	}
-	if lc := c.AgentConfig().Log; lc.Durability != "interval" || lc.SyncInterval != 5*time.Millisecond || lc.MaxBytes != 1<<20 {
+	if lc := c.AgentConfig().Log; lc.Durability != "interval" || lc.SyncInterval != 5*time.Millisecond || lc.MaxBytes != 16<<20 {
 		t.Fatalf("log config from the environment = %+v", lc)
 	}
 	c.Agent.Durability = "none"

@@ -171,6 +171,11 @@ func (a *Agent) mapLogErr(err error) error {
 			return fmt.Errorf("%w: %d messages wait for the broker: %w", ErrBacklog, a.stats.OutboxMessages.Load(), err)
 		}
 		return fmt.Errorf("%w: %w", ErrLogFull, err)
+	case errors.Is(err, wal.ErrTooLarge):
+		// A request larger than a segment: the budget is configured
+		// below what one request may need.
+		a.logStats.WritesRefused.Add(1)
+		return fmt.Errorf("%w: one request does not fit in the log's segments (raise the log's byte budget): %w", ErrLogFull, err)
 	case errors.Is(err, wal.ErrFailed):
 		a.logStats.WritesRefused.Add(1)
 		return fmt.Errorf("%w: %w", ErrLogFailed, err)
