@@ -358,7 +358,6 @@ func (f *flusher) enqueue(msgs []outMsg) {
 
 func (f *flusher) publishLoop() {
 	ctx := f.pubCtx
-	acked := 0
 	for {
 		f.mu.Lock()
 		if len(f.queue) == 0 {
@@ -382,18 +381,17 @@ func (f *flusher) publishLoop() {
 		empty := len(f.queue) == 0
 		f.mu.Unlock()
 		if m.logIndex != 0 {
-			// The outbox log is truncated past the acknowledged messages
-			// when the queue empties, or every truncateEvery messages
-			// while it catches up: one meta fsync for many messages. A
-			// crash re-publishes at most those (the broker and the rollup
-			// drop the copies).
-			acked++
-			if empty || acked >= truncateEvery {
-				acked = 0
-				if err := f.a.log.outbox.TruncateBefore(m.logIndex + 1); err != nil && !errors.Is(err, wal.ErrClosed) {
-					f.a.logStats.TruncateErrors.Add(1)
-					f.a.logger.Warn("cannot truncate the outbox log after a publish; the message is re-published after a restart", "msg_id", m.id, "err", err)
-				}
+			// The outbox log is truncated past every acknowledged message
+			// at once (one meta fsync each). A crash before it re-publishes
+			// that one message with its id: JetStream drops it within its
+			// de-duplication window, but the stream is a work queue and a
+			// restarted broker no longer knows the ids of consumed
+			// messages, so the rollup's high-water mark per (agent,
+			// partition) is what drops it then. Batching truncations would
+			// widen that window; it is kept to one message.
+			if err := f.a.log.outbox.TruncateBefore(m.logIndex + 1); err != nil && !errors.Is(err, wal.ErrClosed) {
+				f.a.logStats.TruncateErrors.Add(1)
+				f.a.logger.Warn("cannot truncate the outbox log after a publish; the message is re-published after a restart", "msg_id", m.id, "err", err)
 			}
 		}
 		f.a.stats.OutboxBytes.Add(-int64(len(m.data)))
@@ -411,10 +409,6 @@ func (f *flusher) publishLoop() {
 		}
 	}
 }
-
-// truncateEvery bounds the acknowledged messages left in the outbox log
-// while the publisher catches up.
-const truncateEvery = 64
 
 // publish sends m until the broker stores it, backing off between
 // attempts. It returns false only when ctx ends first.
