@@ -103,7 +103,7 @@ func durableAgent(t *testing.T, dir string, st region.ReactionStore, stats regio
 	cfg.FlushInterval = 10 * time.Millisecond
 	cfg.PublishRetryMin = time.Millisecond
 	cfg.PublishRetryMax = 5 * time.Millisecond
-	cfg.Log = region.LogConfig{Durability: wal.Fsync, Dir: filepath.Join(dir, "log"), MaxBytes: 64 << 20}
+	cfg.Log = region.LogConfig{Durability: wal.Fsync, Dir: filepath.Join(dir, "log"), MaxBytes: 64 << 20, SyncInterval: 5 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -246,6 +246,13 @@ func checkTotals(t *testing.T, b *broker, l *ledger, st *embedded.Store) {
 // time: every acknowledged increment is counted exactly once, and the
 // like/dislike totals equal the rows.
 func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
+	for _, mode := range []wal.Durability{wal.Fsync, wal.Interval} {
+		t.Run(string(mode), func(t *testing.T) { testCrash(t, mode) })
+	}
+}
+
+func testCrash(t *testing.T, mode wal.Durability) {
+	tweak := func(c *region.Config) { c.Log.Durability = mode }
 	dir := t.TempDir()
 	st := openStore(t)
 	b := newBroker(t)
@@ -257,7 +264,7 @@ func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	var replayed, republished, intents uint64
 	for round := 0; round < rounds; round++ {
-		a := durableAgent(t, dir, st, st, b, nil)
+		a := durableAgent(t, dir, st, st, b, tweak)
 		replayed += a.LogStats().RecordsReplayed.Load()
 		republished += a.LogStats().MessagesReplayed.Load()
 		intents += a.LogStats().IntentsReplayed.Load()
@@ -270,7 +277,7 @@ func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 		wg.Wait()
 	}
 	b.set(0, 0, false)
-	a := durableAgent(t, dir, st, st, b, nil)
+	a := durableAgent(t, dir, st, st, b, tweak)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := a.Stop(ctx); err != nil {
