@@ -121,7 +121,11 @@ func (f *flusher) stop(ctx context.Context) error {
 	f.pubCancel()
 	f.wg.Wait()
 	if err != nil {
-		f.a.logger.Error("partial sums lost at stop", "err", err)
+		if f.a.log != nil {
+			f.a.logger.Warn("partial sums not published at stop; the outbox log keeps them for the next start", "err", err)
+		} else {
+			f.a.logger.Error("partial sums lost at stop", "err", err)
+		}
 	}
 	return err
 }
