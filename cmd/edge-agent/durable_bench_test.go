@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,11 @@ func BenchmarkDurableIngest(b *testing.B) {
 	for _, size := range []int{100, 1} {
 		for _, mode := range []string{"none", "fsync", "interval"} {
 			b.Run(fmt.Sprintf("batch=%d/durability=%s", size, mode), func(b *testing.B) {
-				benchIngest(b, mode, size, ingestClients)
+				clients := ingestClients
+				if v, err := strconv.Atoi(os.Getenv("EDGECOUNT_BENCH_CLIENTS")); err == nil && v > 0 {
+					clients = v
+				}
+				benchIngest(b, mode, size, clients)
 			})
 		}
 	}
@@ -164,6 +169,7 @@ func BenchmarkAckLatency(b *testing.B) {
 }
 
 // ingestClients is the number of concurrent clients of
-// BenchmarkDurableIngest: with a durable log, throughput is concurrency ÷
-// fsync latency until the CPU is the bound, as it is without a log.
+// BenchmarkDurableIngest (EDGECOUNT_BENCH_CLIENTS overrides it): with a
+// durable log, throughput is concurrency ÷ fsync latency until the CPU is
+// the bound, as it is without a log.
 const ingestClients = 64
