@@ -1,13 +1,16 @@
 package region
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
@@ -16,6 +19,10 @@ import (
 // identityFile is the name of the identity record in an agent's data
 // directory.
 const identityFile = "agent.json"
+
+// identityPad is the length the record is padded to (an id of 128 bytes
+// and a 20-digit epoch fit).
+const identityPad = 200
 
 // Identity is what an agent keeps in its data directory so that its
 // partial-sum message ids stay its own across restarts: the agent id, made
@@ -69,11 +76,50 @@ func LoadIdentity(dir, configured, defaultPrefix string, now time.Time) (Identit
 	default:
 		return Identity{}, fmt.Errorf("cannot read agent identity: %w", err)
 	}
+	if id.Epoch == math.MaxUint64 {
+		return Identity{}, fmt.Errorf("cannot start agent %q: its epoch in %s cannot grow any more", id.ID, path)
+	}
 	id.Epoch = max(id.Epoch+1, uint64(max(now.UnixNano(), 0)))
 	if err := writeFileSynced(path, id); err != nil {
-		return Identity{}, fmt.Errorf("cannot record agent identity: %w", err)
+		// A full disk must not keep an agent from starting to drain the
+		// log that filled it: the record of a known id is rewritten in
+		// place (same length, padded; no new block), then fsynced.
+		if raw == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+			return Identity{}, fmt.Errorf("cannot record agent identity: %w", err)
+		}
+		os.Remove(path + ".tmp")
+		if err := overwriteInPlace(path, id, len(raw)); err != nil {
+			return Identity{}, fmt.Errorf("cannot record agent identity on a full disk: %w", err)
+		}
 	}
 	return id, nil
+}
+
+// overwriteInPlace writes v over the first size bytes of path, padded with
+// spaces, and fsyncs it.
+func overwriteInPlace(path string, v any, size int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b)+1 > size {
+		return fmt.Errorf("the new record (%d bytes) is longer than the old (%d)", len(b)+1, size)
+	}
+	b = append(b, bytes.Repeat([]byte{' '}, size-len(b)-1)...)
+	b = append(b, '\n')
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeFileSynced(path string, v any) error {
@@ -86,6 +132,8 @@ func writeFileSynced(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	// Padded so that a later in-place rewrite (full disk) always fits.
+	b = append(b, bytes.Repeat([]byte{' '}, max(0, identityPad-len(b)))...)
 	if _, err := f.Write(append(b, '\n')); err != nil {
 		f.Close()
 		return err
