@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +17,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecount/edgecount/cmd/internal/cli"
+	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/wal"
 )
 
 // BenchmarkDurableIngest measures G13's throughput ratio: increments/s
@@ -42,7 +52,66 @@ func benchIngest(b *testing.B, mode string, size, clients int) {
 	n := startNodeArgs(b, "--http", "127.0.0.1:0", "--data", b.TempDir(), "--region", "local",
 		"--flush-interval", "1s", "--durability", mode)
 	b.Cleanup(func() { n.Shutdown(b.Context()) })
-	url := "http://" + n.Addr() + "/v1/increments"
+	driveIngest(b, "http://"+n.Addr()+"/v1/increments", size, clients)
+}
+
+// BenchmarkAgentIngest is BenchmarkDurableIngest for the agent alone: the
+// HTTP API and the agent with its log, publishing to a broker that takes
+// every message at once, with no in-process broker, rollup or store
+// writing to the same disk (as in a region, where they run elsewhere).
+// This is G13's ratio: durable ingest ÷ durability none, same run.
+//
+//	go test -run '^$' -bench AgentIngest -benchtime 3s -count 3 ./cmd/edge-agent/
+func BenchmarkAgentIngest(b *testing.B) {
+	for _, size := range []int{100, 1} {
+		for _, mode := range []wal.Durability{wal.None, wal.Fsync, wal.Interval} {
+			b.Run(fmt.Sprintf("batch=%d/durability=%s", size, mode), func(b *testing.B) {
+				clients := ingestClients
+				if v, err := strconv.Atoi(os.Getenv("EDGECOUNT_BENCH_CLIENTS")); err == nil && v > 0 {
+					clients = v
+				}
+				st, err := cli.OpenEmbedded(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				cfg := region.DefaultConfig("local", "local-bench")
+				cfg.Log = region.LogConfig{Durability: mode, Dir: filepath.Join(b.TempDir(), "log"), MaxBytes: 1 << 30, SyncInterval: 10 * time.Millisecond}
+				a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: nopPublisher{}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Recover(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+				a.Start()
+				defer a.Stop(context.Background())
+				reg := prometheus.NewRegistry()
+				h, err := httpapi.New(a, httpapi.DefaultConfig(), http.NotFoundHandler(), reg, slog.New(slog.DiscardHandler))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				srv := &http.Server{Handler: h}
+				go srv.Serve(ln)
+				defer srv.Close()
+				driveIngest(b, "http://"+ln.Addr().String()+"/v1/increments", size, clients)
+			})
+		}
+	}
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Publish(context.Context, uint32, string, []byte) error { return nil }
+
+// driveIngest posts b.N increment requests of size increments each from
+// clients keep-alive connections and reports increments/s and the
+// latency quantiles.
+func driveIngest(b *testing.B, url string, size, clients int) {
 	bodies := make([][]byte, 64)
 	for i := range bodies {
 		var sb strings.Builder
