@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/cassandra"
+	"github.com/edgecount/edgecount/wal"
 )
 
 // Config is a whole process configuration.
@@ -48,10 +50,29 @@ type Config struct {
 type Agent struct {
 	// HTTP is the API's listen address.
 	HTTP string `yaml:"http"`
-	// Data is the directory of the embedded store and broker (standalone).
+	// Data is the agent's directory: its identity (agent.json) and logs
+	// (log/), and in standalone mode the embedded store and broker. One
+	// agent per directory.
 	Data string `yaml:"data"`
-	// ID names the agent in message ids; default "<region>-<hostname>".
+	// ID names the agent in message ids. Default: the id recorded in
+	// Data/agent.json, made on first start as
+	// "<region>-<hostname>-<8 random hex digits>". A configured id that
+	// differs from the recorded one refuses to start.
 	ID string `yaml:"id"`
+	// IDDefaulted is set by Finish when no id was configured: ID then holds
+	// the prefix of the id to make, and the data directory decides.
+	IDDefaulted bool `yaml:"-"`
+	// Durability says when a write is acknowledged: fsync (default: after
+	// an fsync of the agent's log, group-committed), interval (after the
+	// write; the log is fsynced every DurabilityInterval) or none (memory
+	// only until the next flush is published).
+	Durability string `yaml:"durability"`
+	// DurabilityInterval is the fsync interval of interval mode.
+	DurabilityInterval time.Duration `yaml:"durability_interval"`
+	// LogMaxBytes bounds the intake log; when it is full (the broker is
+	// unreachable for longer than it covers, or the disk is full) writes
+	// answer 503 with Retry-After.
+	LogMaxBytes int64 `yaml:"log_max_bytes"`
 	// FlushInterval is how often counters are flushed to the broker.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// CacheTTL is how long a read of totals is cached.
@@ -207,6 +228,7 @@ func Default() Config {
 		Agent: Agent{
 			HTTP: "127.0.0.1:8080", Data: "./data",
 			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
+			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
 		},
 		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
 			Interval: rd.Interval, StaleAfter: rd.StaleAfter, Sample: rd.Sample, Batch: rd.Batch,
@@ -259,6 +281,15 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 			*dst = d
 		}
 	}
+	num64 := func(name string, dst *int64) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+			*dst = n
+		}
+	}
 	num := func(name string, dst *int) {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -281,6 +312,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_DATA", &c.Agent.Data)
 	str("EDGECOUNT_AGENT_ID", &c.Agent.ID)
 	dur("EDGECOUNT_FLUSH_INTERVAL", &c.Agent.FlushInterval)
+	str("EDGECOUNT_DURABILITY", &c.Agent.Durability)
+	dur("EDGECOUNT_DURABILITY_INTERVAL", &c.Agent.DurabilityInterval)
+	num64("EDGECOUNT_LOG_MAX_BYTES", &c.Agent.LogMaxBytes)
 	str("EDGECOUNT_ROLLUP_HTTP", &c.Rollup.HTTP)
 	str("EDGECOUNT_ROLLUP_DATA", &c.Rollup.Data)
 	dur("EDGECOUNT_RECOUNT_INTERVAL", &c.Rollup.Recount.Interval)
@@ -320,9 +354,12 @@ const (
 )
 
 // Finish fills derived defaults (agent id, the own region in Regions) and
-// validates c for role, listing every problem.
+// validates c for role, listing every problem. Without a configured agent
+// id it sets IDDefaulted and leaves in ID the prefix "<region>-<hostname>"
+// of the id the agent makes (region.LoadIdentity).
 func (c *Config) Finish(role Role) error {
-	if c.Agent.ID == "" {
+	if c.Agent.ID == "" || c.Agent.IDDefaulted {
+		c.Agent.IDDefaulted = true
 		host, _ := os.Hostname()
 		c.Agent.ID = c.Region + "-" + host
 		if host == "" || !engagement.ValidID(c.Agent.ID) {
@@ -374,7 +411,12 @@ func (c Config) validate(role Role) error {
 		} else if len(c.Cassandra.Hosts) == 0 {
 			errs = append(errs, errors.New("cassandra.hosts: an agent on an external NATS needs Cassandra (its rollup writes there)"))
 		}
-		if err := c.AgentConfig().Validate(); err != nil {
+		ac := c.AgentConfig()
+		if logErrs := c.logErrors(); len(logErrs) > 0 {
+			errs = append(errs, logErrs...)
+			ac.Log = region.DefaultLogConfig() // reported above, by field
+		}
+		if err := ac.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("agent: %w", err))
 		}
 		if c.Gossip.Bind != "" {
@@ -449,6 +491,30 @@ func (c Config) validate(role Role) error {
 	return errors.Join(errs...)
 }
 
+// minLogBytes is the smallest agent.log_max_bytes: the log's segments are
+// a quarter of it, and one record (one request of up to 1 MiB) must fit in
+// a segment.
+const minLogBytes = 8 << 20
+
+// logErrors checks the agent's log settings.
+func (c Config) logErrors() []error {
+	var errs []error
+	d, err := wal.ParseDurability(c.Agent.Durability)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("agent.durability %q: want fsync, interval or none", c.Agent.Durability))
+	}
+	if d == wal.Interval && c.Agent.DurabilityInterval <= 0 {
+		errs = append(errs, fmt.Errorf("agent.durability_interval %v: must be positive with durability interval", c.Agent.DurabilityInterval))
+	}
+	if d != wal.None && c.Agent.LogMaxBytes < minLogBytes {
+		errs = append(errs, fmt.Errorf("agent.log_max_bytes %d: want at least %d", c.Agent.LogMaxBytes, minLogBytes))
+	}
+	if d != wal.None && c.Agent.Data == "" {
+		errs = append(errs, errors.New("agent.data: must not be empty with a durable log"))
+	}
+	return errs
+}
+
 // Standalone reports whether the agent runs with the embedded broker.
 func (c Config) Standalone() bool { return c.NATS.URL == "" }
 
@@ -458,6 +524,10 @@ func (c Config) AgentConfig() region.Config {
 	ac.Partitions = c.Partitions
 	ac.FlushInterval = c.Agent.FlushInterval
 	ac.CacheTTL = c.Agent.CacheTTL
+	ac.Log = region.LogConfig{
+		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),
+		SyncInterval: c.Agent.DurabilityInterval, MaxBytes: c.Agent.LogMaxBytes,
+	}
 	t := c.Trending
 	ac.Trending = region.TrendingConfig{
 		Counters: t.Counters, SummaryBytes: t.SummaryBytes, ListLen: t.ListLen,

@@ -77,6 +77,10 @@ func TestBadFixtures(t *testing.T) {
 		{"bad-gossip.yaml", RoleAgent, []string{`gossip.bind "7946"`, "turbo", "key file"}},
 		{"bad-gossip.yaml", RoleRollup, []string{"rollup:", "bad id!", "ack wait -1s"}},
 		{"bad-gossip-standalone.yaml", RoleAgent, []string{"gossip.bind: gossip joins a region's agents"}},
+		{"bad-durability.yaml", RoleAgent, []string{`agent.durability "sometimes": want fsync, interval or none`}},
+		{"bad-durability-interval.yaml", RoleAgent, []string{
+			"agent.durability_interval 0s: must be positive", "agent.log_max_bytes 1000: want at least 8388608",
+			"agent.data: must not be empty with a durable log"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -130,6 +134,39 @@ func TestGossipAndGroup(t *testing.T) {
 	}
 	if g := c.GroupConfig(nil); g.MemberID != "r1" || g.MemberTTL != 2*time.Second || g.Consumer.AckWait != 10*time.Second {
 		t.Fatalf("group config = %+v", g)
+	}
+}
+
+// TestDurability: the log settings default to fsync, come from the file
+// and the environment, and reach the agent's configuration.
+func TestDurability(t *testing.T) {
+	c := Default()
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	if lc := c.AgentConfig().Log; lc.Durability != "fsync" || lc.Dir != filepath.Join("data", "log") || lc.MaxBytes != 1<<30 || !c.Agent.IDDefaulted {
+		t.Fatalf("default log config = %+v, id defaulted %v", lc, c.Agent.IDDefaulted)
+	}
+	err := c.ApplyEnv(env(map[string]string{
+		"EDGECOUNT_DURABILITY": "interval", "EDGECOUNT_DURABILITY_INTERVAL": "5ms", "EDGECOUNT_LOG_MAX_BYTES": "16777216",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	if lc := c.AgentConfig().Log; lc.Durability != "interval" || lc.SyncInterval != 5*time.Millisecond || lc.MaxBytes != 16<<20 {
+		t.Fatalf("log config from the environment = %+v", lc)
+	}
+	c.Agent.Durability = "none"
+	c.Agent.LogMaxBytes = 0
+	if err := c.Finish(RoleAgent); err != nil || c.AgentConfig().Log.Enabled() {
+		t.Fatalf("durability none: %v, log enabled %v", err, c.AgentConfig().Log.Enabled())
+	}
+	d := Default()
+	if err := d.ApplyEnv(env(map[string]string{"EDGECOUNT_LOG_MAX_BYTES": "lots"})); err == nil || !strings.Contains(err.Error(), "EDGECOUNT_LOG_MAX_BYTES") {
+		t.Fatalf("bad EDGECOUNT_LOG_MAX_BYTES: %v", err)
 	}
 }
 

@@ -261,6 +261,10 @@ func TestServiceErrors(t *testing.T) {
 		{"contended", fmt.Errorf("cannot react: %w", region.ErrContended), 409, "too many concurrent changes to this reaction; nothing was applied, retry", "2", false},
 		{"stopping", region.ErrStopping, 503, "agent is stopping; retry, possibly on another agent", "2", false},
 		{"deadline", fmt.Errorf("cannot read: %w", context.DeadlineExceeded), 503, "timed out; retry later", "2", false},
+		{"log full", fmt.Errorf("cannot log increments: %w", region.ErrLogFull), 503, "agent log full (size budget or disk); nothing was written, retry later or on another agent", "2", false},
+		{"backlog", fmt.Errorf("cannot log increments: %w", region.ErrBacklog), 503, "agent log full: the broker has been unreachable longer than the log's budget covers; nothing was written, retry later or on another agent", "2", false},
+		{"log failed", fmt.Errorf("cannot log: %w: %w", region.ErrLogFailed, secret), 503, "agent log failed; nothing was written, retry on another agent", "2", true},
+		{"recovering", region.ErrRecovering, 503, "agent is replaying its log; retry shortly", "2", false},
 		{"other", secret, 500, "internal error", "", true},
 	} {
 		for _, ep := range endpoints {

@@ -56,6 +56,15 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; nothing was applied, retry"}
 	case errors.Is(err, region.ErrStopping):
 		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent is stopping; retry, possibly on another agent"}
+	case errors.Is(err, region.ErrBacklog):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent log full: the broker has been unreachable longer than the log's budget covers; nothing was written, retry later or on another agent"}
+	case errors.Is(err, region.ErrLogFull):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent log full (size budget or disk); nothing was written, retry later or on another agent"}
+	case errors.Is(err, region.ErrLogFailed):
+		a.log.Error("agent log failed; restart the agent", "err", err)
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent log failed; nothing was written, retry on another agent"}
+	case errors.Is(err, region.ErrRecovering):
+		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent is replaying its log; retry shortly"}
 	case errors.Is(err, store.ErrUnavailable):
 		e = &apiError{status: http.StatusServiceUnavailable, msg: "store unavailable; retry later"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -46,6 +46,10 @@ type Config struct {
 	// Trending configures the trending summaries and the hot-counter rule;
 	// its zero value turns them off.
 	Trending TrendingConfig
+	// Log configures the durable intake and outbox logs; its zero value
+	// (durability none) keeps every write in memory only until it is
+	// flushed.
+	Log LogConfig
 }
 
 // DefaultConfig returns the defaults for region.
@@ -64,6 +68,7 @@ func DefaultConfig(region, agentID string) Config {
 		CacheEntries:     100_000,
 		Counters:         DefaultCountersConfig(),
 		Trending:         DefaultTrendingConfig(),
+		Log:              DefaultLogConfig(),
 	}
 }
 
@@ -106,6 +111,9 @@ func (c Config) Validate() error {
 	if err := c.Trending.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Log.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -141,7 +149,9 @@ type Deps struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// Epoch identifies this run of the agent in message ids; zero means
-	// the start time in nanoseconds.
+	// the start time in nanoseconds. With a durable log it must strictly
+	// increase from run to run (LoadIdentity), so that the messages of a
+	// new run sort after the re-published ones of the last.
 	Epoch uint64
 	// Trending reads the rollup's stored trending lists; nil means
 	// queries that need them fail (the agent's own region is still
@@ -210,6 +220,9 @@ type Agent struct {
 	hotCancel   context.CancelFunc
 	hotWG       sync.WaitGroup
 
+	log      *durable // nil: no log (durability none)
+	logStats LogStats
+
 	stopping  atomic.Bool
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -247,11 +260,24 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
 	a.dir, a.trendStore, a.shardWriter = deps.Directory, deps.Trending, deps.ShardWriter
+	if cfg.Log.Enabled() {
+		d, problems, err := openLogs(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("cannot build agent: %w", err)
+		}
+		for _, p := range problems {
+			a.logger.Error("damaged log records dropped, not replayed", "problem", p.String())
+		}
+		a.log = d
+	}
 	if cfg.Trending.Enabled() {
 		tc := cfg.Trending.withDefaults(cfg.Counters.withDefaults().MaxShards)
 		a.cfg.Trending = tc
 		var err error
 		if a.trend, err = newTrending(tc, cfg.Region, cfg.Partitions, cfg.MaxMessageBytes-headerRoom); err != nil {
+			if a.log != nil {
+				a.log.close()
+			}
 			return nil, fmt.Errorf("cannot build agent: %w", err)
 		}
 		if tc.Hot.Top > 0 {
@@ -270,7 +296,9 @@ func (a *Agent) Stats() *Stats { return &a.stats }
 // LiveCounters returns how many counters hold state in memory.
 func (a *Agent) LiveCounters() int { return a.counters.Len() }
 
-// Start launches the flusher, the publisher and the hot-counter rule.
+// Start launches the flusher, the publisher and the hot-counter rule. With
+// a log, call Recover first: until it has succeeded writes fail with
+// ErrRecovering and the flusher does not flush.
 func (a *Agent) Start() {
 	a.startOnce.Do(func() {
 		a.flusher.start()
@@ -287,8 +315,10 @@ func (a *Agent) Start() {
 }
 
 // Stop stops taking writes, flushes what the counters hold and waits until
-// every flushed message is published or ctx ends. It is idempotent; callers
-// should stop the request intake first so that no write is in flight.
+// every flushed message is published or ctx ends, then closes the logs
+// (what was not published stays in the outbox log and is re-published by
+// the next run). It is idempotent; callers should stop the request intake
+// first so that no write is in flight.
 func (a *Agent) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
@@ -298,6 +328,11 @@ func (a *Agent) Stop(ctx context.Context) error {
 			a.hotWG.Wait()
 		}
 		a.stopErr = a.flusher.stop(ctx)
+		if a.log != nil {
+			if err := a.log.close(); err != nil {
+				a.stopErr = errors.Join(a.stopErr, fmt.Errorf("cannot close the agent's logs: %w", err))
+			}
+		}
 	})
 	return a.stopErr
 }
@@ -321,16 +356,44 @@ func (a *Agent) GetReactions(ctx context.Context, userID string, contentIDs []st
 }
 
 // Increment adds validated increments to the counters of the agent's region.
-func (a *Agent) Increment(_ context.Context, incs []Increment) error {
+//
+// With a log, the batch is one intake record, appended (and, in fsync mode,
+// fsynced) before Increment returns; the in-memory add runs inside the
+// log's AppendApply, so a flush carries exactly the records below its
+// checkpoint. A client that goes away does not cancel an append in flight:
+// once durable, a record is also added.
+func (a *Agent) Increment(ctx context.Context, incs []Increment) error {
 	if a.stopping.Load() {
 		return ErrStopping
 	}
+	if a.log == nil {
+		a.addIncrements(incs)
+		return nil
+	}
+	if !a.log.recovered.Load() {
+		return ErrRecovering
+	}
+	bp := recBufs.Get().(*[]byte)
+	*bp = appendIncrements((*bp)[:0], a.cfg.Region, incs)
+	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), *bp, func(uint64) { a.addIncrements(incs) })
+	if cap(*bp) <= 64<<10 {
+		recBufs.Put(bp)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot log increments: %w", a.mapLogErr(err))
+	}
+	return nil
+}
+
+// recBufs are encoding buffers for log records.
+var recBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+func (a *Agent) addIncrements(incs []Increment) {
 	for i := range incs {
 		in := &incs[i]
 		a.counters.Add(Key{ContentID: in.ContentID, Counter: in.Counter, Region: a.cfg.Region}, in.Delta)
 	}
 	a.stats.IncrementsAccepted.Add(uint64(len(incs)))
-	return nil
 }
 
 // Counts returns every scope row of each id, from the cache when fresh.
@@ -373,6 +436,9 @@ func (a *Agent) Ready(ctx context.Context) error {
 		return ErrStopping
 	}
 	var errs []error
+	if err := a.logReady(); err != nil {
+		errs = append(errs, fmt.Errorf("log: %w", err))
+	}
 	for _, c := range a.checks {
 		if c.Optional {
 			continue

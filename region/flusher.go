@@ -2,11 +2,14 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/wal"
 )
 
 // outMsg is one encoded partial-sum message waiting to be published.
@@ -15,6 +18,7 @@ type outMsg struct {
 	id        string
 	data      []byte
 	sums      int
+	logIndex  uint64 // its record in the outbox log; 0 without a log
 }
 
 // flusher drains the counters every flush interval into partial-sum
@@ -46,6 +50,12 @@ type flusher struct {
 	pubCancel  context.CancelFunc
 	wg         sync.WaitGroup
 	lastWarned time.Time
+	// deferring is set while flushes are deferred for a full outbox (the
+	// broker is slow or down).
+	deferring atomic.Bool
+	// all holds a flush's sums until it is logged, to put them back in the
+	// counters if logging fails.
+	all []partial.Sum
 }
 
 func newFlusher(a *Agent, pub Publisher, epoch uint64) *flusher {
@@ -111,7 +121,11 @@ func (f *flusher) stop(ctx context.Context) error {
 	f.pubCancel()
 	f.wg.Wait()
 	if err != nil {
-		f.a.logger.Error("partial sums lost at stop", "err", err)
+		if f.a.log != nil {
+			f.a.logger.Warn("partial sums not published at stop; the outbox log keeps them for the next start", "err", err)
+		} else {
+			f.a.logger.Error("partial sums lost at stop", "err", err)
+		}
 	}
 	return err
 }
@@ -128,11 +142,25 @@ func (f *flusher) queuedSums() int {
 // counters alone while the outbox is over its bound: the deltas keep
 // accumulating in place, so memory stays bounded by the live counters and
 // nothing is lost.
+//
+// With a log, a flush is: Checkpoint (drain every record below next, and
+// note the intents still pending below it); re-append those intents; append
+// the flush's messages to the outbox log, each carrying next; truncate the
+// intake log below next; queue the messages. If an append fails the drained
+// sums go back into the counters and the intake log keeps its records, so
+// the next flush carries them again. A crash after the outbox append and
+// before the truncation is repaired by Recover (it truncates below the
+// highest next in the outbox).
 func (f *flusher) flush(final bool) {
 	f.flushMu.Lock()
 	defer f.flushMu.Unlock()
 	a := f.a
+	d := a.log
+	if d != nil && !d.recovered.Load() {
+		return // the counters may hold a partial replay; nothing is flushed
+	}
 	if !final && a.stats.OutboxBytes.Load() >= a.cfg.OutboxBytes {
+		f.deferring.Store(true)
 		a.stats.FlushesDeferred.Add(1)
 		if now := time.Now(); now.Sub(f.lastWarned) > 10*time.Second {
 			f.lastWarned = now
@@ -141,14 +169,37 @@ func (f *flusher) flush(final bool) {
 		}
 		return
 	}
+	f.deferring.Store(false)
+	if d != nil {
+		a.retryPending(context.Background())
+	}
 	start := time.Now()
 	n := len(f.parts)
 	sums := 0
-	a.counters.Drain(func(k Key, delta int64) {
-		p := partial.PartitionOf(k.ContentID, n)
-		f.parts[p] = append(f.parts[p], partial.Sum{ContentID: k.ContentID, Counter: k.Counter, Region: k.Region, Delta: delta})
-		sums++
-	})
+	drain := func() {
+		a.counters.Drain(func(k Key, delta int64) {
+			p := partial.PartitionOf(k.ContentID, n)
+			f.parts[p] = append(f.parts[p], partial.Sum{ContentID: k.ContentID, Counter: k.Counter, Region: k.Region, Delta: delta})
+			sums++
+		})
+	}
+	var next uint64
+	var carry []*pendingIntent
+	if d != nil {
+		d.intake.Checkpoint(func(nx uint64) {
+			next = nx
+			drain()
+			d.mu.Lock()
+			for _, pi := range d.pending {
+				if pi.index < nx {
+					carry = append(carry, pi)
+				}
+			}
+			d.mu.Unlock()
+		})
+	} else {
+		drain()
+	}
 	// The wire keeps milliseconds; the trending windows bucket the same
 	// time the rollup reads.
 	flushedAt := time.UnixMilli(a.now().UnixMilli())
@@ -159,6 +210,9 @@ func (f *flusher) flush(final bool) {
 		a.stats.TrendingNanos.Add(uint64(time.Since(ts)))
 	}
 	var out []outMsg
+	if d != nil {
+		f.all = f.all[:0]
+	}
 	for p := range f.parts {
 		var pt []partial.TopList
 		if tops != nil {
@@ -169,8 +223,23 @@ func (f *flusher) flush(final bool) {
 		}
 		out = f.encode(out, uint32(p), f.parts[p], pt, flushedAt)
 		a.stats.TopListsShipped.Add(uint64(len(pt)))
+		if d != nil {
+			f.all = append(f.all, f.parts[p]...)
+		}
 		clear(f.parts[p]) // drop string references
 		f.parts[p] = f.parts[p][:0]
+	}
+	if d != nil {
+		err := f.logFlush(out, next, carry)
+		clear(f.all)
+		if err != nil {
+			a.logStats.FlushesFailed.Add(1)
+			if now := time.Now(); now.Sub(f.lastWarned) > 10*time.Second {
+				f.lastWarned = now
+				a.logger.Error("cannot log a flush; its deltas stay in the counters and the log", "err", err)
+			}
+			return
+		}
 	}
 	if len(out) > 0 {
 		f.enqueue(out)
@@ -178,6 +247,58 @@ func (f *flusher) flush(final bool) {
 	a.stats.Flushes.Add(1)
 	a.stats.SumsFlushed.Add(uint64(sums))
 	a.stats.FlushNanos.Add(uint64(time.Since(start)))
+}
+
+// logFlush makes a drained flush durable (see flush). On error it has put
+// the sums back into the counters and truncated nothing.
+func (f *flusher) logFlush(out []outMsg, next uint64, carry []*pendingIntent) error {
+	a, d := f.a, f.a.log
+	undo := func(err error) error {
+		for _, s := range f.all {
+			a.counters.Add(Key{ContentID: s.ContentID, Counter: s.Counter, Region: s.Region}, s.Delta)
+		}
+		return err
+	}
+	ctx := context.Background()
+	if len(carry) > 0 {
+		payloads := make([][]byte, len(carry))
+		for i, pi := range carry {
+			payloads[i] = pi.payload
+		}
+		first, err := d.intake.AppendBatch(ctx, payloads)
+		if err != nil {
+			return undo(fmt.Errorf("cannot carry %d pending reaction intents over the truncation: %w", len(carry), err))
+		}
+		d.mu.Lock()
+		for i, pi := range carry {
+			if _, ok := d.pending[pi.in.id]; ok {
+				pi.index = first + uint64(i)
+			}
+		}
+		d.mu.Unlock()
+		a.logStats.IntentsReappended.Add(uint64(len(carry)))
+	}
+	if len(out) > 0 {
+		payloads := make([][]byte, len(out))
+		for i := range out {
+			m := &out[i]
+			payloads[i] = appendOutRecord(nil, &outRecord{covered: next, partition: m.partition, id: m.id, sums: m.sums, data: m.data})
+		}
+		first, err := d.outbox.AppendBatch(ctx, payloads)
+		if err != nil {
+			return undo(fmt.Errorf("cannot log %d flushed messages: %w", len(out), err))
+		}
+		for i := range out {
+			out[i].logIndex = first + uint64(i)
+		}
+	}
+	// From here the flush is durable: a failed truncation only leaves
+	// records that Recover drops (it truncates below the outbox's next).
+	if err := d.intake.TruncateBefore(next); err != nil {
+		a.logStats.TruncateErrors.Add(1)
+		a.logger.Warn("cannot truncate the intake log after a flush", "err", err)
+	}
+	return nil
 }
 
 // headerRoom is room left in a message for the batch header fields.
@@ -261,15 +382,35 @@ func (f *flusher) publishLoop() {
 		f.mu.Lock()
 		f.queue[0] = outMsg{}
 		f.queue = f.queue[1:]
-		if len(f.queue) == 0 {
-			f.queue = nil
-			close(f.drained)
-			f.drained = make(chan struct{})
-		}
+		empty := len(f.queue) == 0
 		f.mu.Unlock()
+		if m.logIndex != 0 {
+			// The outbox log is truncated past every acknowledged message
+			// at once (one meta fsync each). A crash before it re-publishes
+			// that one message with its id: JetStream drops it within its
+			// de-duplication window, but the stream is a work queue and a
+			// restarted broker no longer knows the ids of consumed
+			// messages, so the rollup's high-water mark per (agent,
+			// partition) is what drops it then. Batching truncations would
+			// widen that window; it is kept to one message.
+			if err := f.a.log.outbox.TruncateBefore(m.logIndex + 1); err != nil && !errors.Is(err, wal.ErrClosed) {
+				f.a.logStats.TruncateErrors.Add(1)
+				f.a.logger.Warn("cannot truncate the outbox log after a publish; the message is re-published after a restart", "msg_id", m.id, "err", err)
+			}
+		}
 		f.a.stats.OutboxBytes.Add(-int64(len(m.data)))
 		f.a.stats.OutboxMessages.Add(-1)
 		f.a.stats.MessagesPublished.Add(1)
+		if empty {
+			// Stop waits on drained: the truncation above is done by now.
+			f.mu.Lock()
+			if len(f.queue) == 0 {
+				f.queue = nil
+				close(f.drained)
+				f.drained = make(chan struct{})
+			}
+			f.mu.Unlock()
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/edgecount/edgecount/engagement"
 )
@@ -64,7 +65,17 @@ func counterOf(a engagement.Action) string {
 // react runs one reaction: read the row, decide, compare-and-set, and on
 // success add the transition's deltas to the counters. A lost
 // compare-and-set re-reads and tries again, up to maxAttempts times.
+//
+// With a log, the intent (the row as read and the row to write) is
+// appended before the compare-and-set, and a resolution (applied or not,
+// with the deltas) after the store answered; the deltas are added inside
+// the resolution's AppendApply, and the answer goes out after it. A crash
+// in between leaves an intent without a resolution, which Recover settles
+// against the row.
 func (a *Agent) react(ctx context.Context, userID, contentID string, action engagement.Action) (ReactResult, error) {
+	if a.log != nil && !a.log.recovered.Load() {
+		return ReactResult{}, ErrRecovering
+	}
 	for attempt := 0; attempt < a.cfg.ReactionAttempts; attempt++ {
 		cur, found, err := a.reactions.GetReaction(ctx, userID, contentID)
 		if err != nil {
@@ -79,23 +90,42 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 			return ReactResult{Previous: prev, Action: action, Version: cur.Version}, nil
 		}
 		now := a.now()
-		var applied bool
+		in := intent{user: userID, content: contentID, region: a.cfg.Region, action: action, prev: cur, prevFound: found}
 		var next engagement.Reaction
 		switch {
 		case action == engagement.ActionNone:
-			applied, err = a.reactions.DeleteReaction(ctx, cur)
+			in.op = opDelete
 		case !found:
+			in.op = opInsert
 			next = engagement.Reaction{
 				UserID: userID, ContentID: contentID, Action: action, Region: a.cfg.Region,
 				Version: 1, Incarnation: newIncarnation(), UpdatedAt: now,
 			}
-			applied, err = a.reactions.InsertReaction(ctx, next)
 		default:
+			in.op = opUpdate
 			next = cur
 			next.Action, next.Region, next.Version, next.UpdatedAt = action, a.cfg.Region, cur.Version+1, now
+		}
+		in.next = next
+		var pi *pendingIntent
+		if a.log != nil {
+			if pi, err = a.logIntent(ctx, &in); err != nil {
+				return ReactResult{}, err
+			}
+		}
+		var applied bool
+		switch in.op {
+		case opDelete:
+			applied, err = a.reactions.DeleteReaction(ctx, cur)
+		case opInsert:
+			applied, err = a.reactions.InsertReaction(ctx, next)
+		default:
 			applied, err = a.reactions.UpdateReaction(ctx, cur, next)
 		}
 		if err != nil && !applied {
+			if pi != nil {
+				a.resolveAfterError(ctx, pi)
+			}
 			return ReactResult{}, fmt.Errorf("cannot write reaction: %w", err)
 		}
 		if err != nil {
@@ -104,13 +134,22 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 			// its deltas must be counted; the recount repairs the index.
 			a.logger.Warn("reaction applied with a store warning", "user", userID, "content", contentID, "err", err)
 		}
+		var buf [2]Delta
+		deltas := Transition(prev, cur.Region, action, a.cfg.Region, &buf)
+		if pi != nil {
+			rs := resolution{id: in.id, applied: applied, content: contentID}
+			if applied {
+				rs.deltas = deltas
+			}
+			if err := a.logResolution(ctx, pi, &rs); err != nil {
+				return ReactResult{}, err
+			}
+		} else if applied {
+			a.addDeltas(contentID, deltas)
+		}
 		if !applied {
 			a.stats.ReactionConflicts.Add(1)
 			continue
-		}
-		var buf [2]Delta
-		for _, d := range Transition(prev, cur.Region, action, a.cfg.Region, &buf) {
-			a.counters.Add(Key{ContentID: contentID, Counter: d.Counter, Region: d.Region}, d.Delta)
 		}
 		a.stats.ReactionsChanged.Add(1)
 		return ReactResult{Previous: prev, Action: action, Version: next.Version, Changed: true}, nil
@@ -118,6 +157,104 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 	a.stats.ReactionsContended.Add(1)
 	return ReactResult{}, ErrContended
 }
+
+// logIntent appends in (with a fresh id) to the intake log and registers
+// it as pending, inside the append's apply so that a checkpoint never sees
+// the record without the registration.
+func (a *Agent) logIntent(ctx context.Context, in *intent) (*pendingIntent, error) {
+	in.id = newIncarnation()
+	pi := &pendingIntent{payload: appendIntent(nil, in), in: *in, since: time.Now()}
+	d := a.log
+	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), pi.payload, func(i uint64) {
+		d.mu.Lock()
+		pi.index = i
+		d.pending[in.id] = pi
+		d.mu.Unlock()
+		a.logStats.IntentsPending.Add(1)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot log reaction: %w", a.mapLogErr(err))
+	}
+	return pi, nil
+}
+
+// logResolution appends rs and, inside its apply, counts its deltas and
+// forgets the intent. When the append fails the outcome is kept with the
+// pending intent: the flusher retries the append, and a restart settles the
+// intent from the row; either way the change is counted once.
+func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolution) error {
+	d := a.log
+	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), appendResolution(nil, rs), func(uint64) {
+		a.addDeltas(rs.content, rs.deltas)
+		d.mu.Lock()
+		delete(d.pending, rs.id)
+		d.mu.Unlock()
+		a.logStats.IntentsPending.Add(-1)
+	})
+	if err != nil {
+		d.mu.Lock()
+		c := *rs
+		c.deltas = append([]Delta(nil), rs.deltas...)
+		pi.decided = &c
+		d.mu.Unlock()
+		return fmt.Errorf("cannot log reaction outcome (it is kept and counted once later): %w", a.mapLogErr(err))
+	}
+	return nil
+}
+
+// resolveAfterError decides an intent whose compare-and-set answered an
+// error (the store has settled and fenced a lost answer itself) by reading
+// the row; if that fails too the intent stays pending for the flusher or
+// the next start.
+func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
+	rs, err := a.settle(ctx, &pi.in, false)
+	if err != nil {
+		a.logger.Warn("reaction outcome unknown; kept in the log and settled later", "user", pi.in.user, "content", pi.in.content, "err", err)
+		return
+	}
+	if err := a.logResolution(ctx, pi, &rs); err != nil {
+		a.logger.Warn("cannot log a reaction outcome; retried later", "err", err)
+	}
+}
+
+// retryPending runs in the flusher: it appends the resolutions that could
+// not be appended, and settles intents left unknown, so that a run that
+// lasts does not carry them forever.
+func (a *Agent) retryPending(ctx context.Context) {
+	d := a.log
+	d.mu.Lock()
+	var todo []*pendingIntent
+	for _, pi := range d.pending {
+		if pi.decided != nil || time.Since(pi.since) > pendingSettleAfter {
+			todo = append(todo, pi)
+		}
+	}
+	d.mu.Unlock()
+	for _, pi := range todo {
+		d.mu.Lock()
+		rs := pi.decided
+		_, still := d.pending[pi.in.id]
+		d.mu.Unlock()
+		if !still {
+			continue
+		}
+		if rs == nil {
+			r, err := a.settle(ctx, &pi.in, false)
+			if err != nil {
+				continue
+			}
+			rs = &r
+		}
+		if err := a.logResolution(ctx, pi, rs); err != nil {
+			return
+		}
+	}
+}
+
+// pendingSettleAfter is how long an intent may wait for its store call
+// before the flusher settles it from the row. It must exceed the store's
+// longest call (Cassandra: twice its timeout for a settle).
+const pendingSettleAfter = time.Minute
 
 // newIncarnation returns a random non-zero incarnation for a new row.
 func newIncarnation() uint64 {

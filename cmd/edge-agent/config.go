@@ -17,14 +17,16 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			httpAddr = fs.String("http", "", "HTTP listen `address` (default 127.0.0.1:8080; env EDGECOUNT_HTTP)")
 			data     = fs.String("data", "", "data `directory` (default ./data; env EDGECOUNT_DATA)")
 			region   = fs.String("region", "", "region `name` (default local; env EDGECOUNT_REGION)")
-			agentID  = fs.String("agent-id", "", "agent `id` (default <region>-<hostname>; env EDGECOUNT_AGENT_ID)")
+			agentID  = fs.String("agent-id", "", "agent `id` (default: the one recorded in --data, made once as <region>-<hostname>-<8 hex>; env EDGECOUNT_AGENT_ID)")
 			flush    = fs.Duration("flush-interval", 0, "counter flush `interval` (default 1s; env EDGECOUNT_FLUSH_INTERVAL)")
+			durab    = fs.String("durability", "", "when a write is acknowledged: `fsync`, interval or none (default fsync; env EDGECOUNT_DURABILITY)")
 		)
 		return func(cfg *config.Config) error {
 			cli.Override(&cfg.Agent.HTTP, *httpAddr)
 			cli.Override(&cfg.Agent.Data, *data)
 			cli.Override(&cfg.Region, *region)
 			cli.Override(&cfg.Agent.ID, *agentID)
+			cli.Override(&cfg.Agent.Durability, *durab)
 			if *flush != 0 {
 				cfg.Agent.FlushInterval = *flush
 			}

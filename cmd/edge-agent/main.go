@@ -29,7 +29,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.Standalone() {
 		fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on http://%s data=%s\n", cfg.Region, n.Addr(), cfg.Agent.Data)
 	} else {
-		fmt.Fprintf(stdout, "edgecount edge-agent region=%s agent=%s listening on http://%s\n", cfg.Region, cfg.Agent.ID, n.Addr())
+		fmt.Fprintf(stdout, "edgecount edge-agent region=%s agent=%s listening on http://%s\n", cfg.Region, n.agentID, n.Addr())
 	}
 	return n.wait(ctx, cfg.Agent.ShutdownTimeout)
 }

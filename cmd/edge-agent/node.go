@@ -52,6 +52,7 @@ type node struct {
 	directory *redisdir.Directory // with Redis only
 	gossip    *gossip.Node        // with gossip.bind only
 	agent     *region.Agent
+	agentID   string
 	httpSrv   *http.Server
 	ln        net.Listener
 
@@ -83,6 +84,19 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	stream := cfg.StreamConfig()
 	reg := cli.Registry()
 	var regs []error
+
+	// The data directory decides the agent id (made once) and records the
+	// epoch of this run, before anything is named after them.
+	configured := cfg.Agent.ID
+	if cfg.Agent.IDDefaulted {
+		configured = ""
+	}
+	ident, err := region.LoadIdentity(cfg.Agent.Data, configured, cfg.Agent.ID, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	cfg.Agent.ID, cfg.Agent.IDDefaulted = ident.ID, false
+	n.agentID = ident.ID
 
 	if cfg.Standalone() {
 		es, err := cli.OpenEmbedded(cfg.Agent.Data)
@@ -149,7 +163,13 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		// Redis down never stops writes: /readyz reports it as degraded.
 		checks = append(checks, region.Check{Name: "redis", Fn: n.directory.Ping, Optional: true})
 	}
-	n.agent, err = region.New(cfg.AgentConfig(), region.Deps{
+	ac := cfg.AgentConfig()
+	if ac.Log.Enabled() {
+		if ac.Log.ObserveFsync, err = metrics.FsyncObserver(reg, cfg.Region); err != nil {
+			return nil, err
+		}
+	}
+	n.agent, err = region.New(ac, region.Deps{
 		Reactions:   n.store,
 		Stats:       n.store,
 		Publisher:   n.bus.Publisher(stream),
@@ -158,12 +178,19 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		Trending:    n.store,
 		Checks:      checks,
 		Logger:      logger,
+		Epoch:       ident.Epoch,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if n.directory != nil {
 		n.directory.SetOnChange(n.agent.Reshard)
+	}
+	// Replay the log (re-queue the unacknowledged flushes, add what no
+	// flush carries, settle reaction intents) before the first write or
+	// /readyz 200.
+	if err := n.agent.Recover(ctx); err != nil {
+		return nil, err
 	}
 	n.agent.Start()
 
@@ -181,7 +208,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
-	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent))
+	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent))
 	if n.directory != nil {
 		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
 	}

@@ -154,6 +154,12 @@ func TestStandaloneEndToEnd(t *testing.T) {
 		`edgecount_agent_outbox_messages{region="local"} 0`,
 		`edgecount_rollup_poison_messages_total 0`,
 		`edgecount_http_requests_total{code="202",route="POST /v1/increments"} 1`,
+		`edgecount_agent_log_records{region="local"}`,
+		`edgecount_agent_outbox_log_records{region="local"} 0`,
+		`edgecount_agent_log_records_replayed_total{region="local"} 0`,
+		`edgecount_agent_intents_ambiguous_total{region="local"} 0`,
+		`edgecount_agent_intents_pending{region="local"} 0`,
+		`edgecount_agent_log_fsync_seconds_count{region="local"}`,
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)

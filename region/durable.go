@@ -1,0 +1,444 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/wal"
+)
+
+// LogConfig configures the agent's two local logs (package wal): the
+// intake log, which holds every acknowledged write until a flush that
+// carries it is stored by the broker, and the outbox log, which holds the
+// flushed messages until the broker stored them. docs/wal.md and the
+// package documentation describe the protocol.
+type LogConfig struct {
+	// Durability is wal.Fsync (an fsync before every acknowledgement,
+	// group-committed), wal.Interval (fsync every SyncInterval) or wal.None
+	// (no log, memory only; the zero value means None).
+	Durability wal.Durability
+	// Dir holds the logs: Dir/intake and Dir/outbox. Required unless None.
+	Dir string
+	// SyncInterval is the fsync interval of Interval mode.
+	SyncInterval time.Duration
+	// MaxBytes bounds the intake log; when it is full, writes fail with
+	// ErrLogFull (503). The outbox log's budget is OutboxBytes × 2 plus
+	// room for one flush (see outboxLogBytes).
+	MaxBytes int64
+	// ObserveFsync, if set, gets every fsync's duration of both logs.
+	ObserveFsync func(time.Duration)
+}
+
+// DefaultLogConfig returns the defaults of the agent's log: no log (memory
+// only), as the library default; the configuration package defaults to
+// fsync.
+func DefaultLogConfig() LogConfig {
+	return LogConfig{Durability: wal.None, SyncInterval: 10 * time.Millisecond, MaxBytes: 1 << 30}
+}
+
+// Enabled reports whether the agent keeps a log.
+func (c LogConfig) Enabled() bool { return c.Durability != "" && c.Durability != wal.None }
+
+// minLogBytes is the smallest intake budget: four minimal segments.
+const minLogBytes = 256 << 10
+
+// Validate reports every problem with c.
+func (c LogConfig) Validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	var errs []error
+	if _, err := wal.ParseDurability(string(c.Durability)); err != nil {
+		errs = append(errs, fmt.Errorf("log %w", err))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("log dir: must not be empty with a durable log"))
+	}
+	if c.Durability == wal.Interval && c.SyncInterval <= 0 {
+		errs = append(errs, fmt.Errorf("log sync interval %v: must be positive in interval mode", c.SyncInterval))
+	}
+	if c.MaxBytes < minLogBytes {
+		errs = append(errs, fmt.Errorf("log max bytes %d: want at least %d", c.MaxBytes, minLogBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// walConfig returns one log's configuration with budget max.
+func (c LogConfig) walConfig(dir string, max int64) wal.Config {
+	w := wal.DefaultConfig()
+	w.Dir, w.Durability, w.SyncInterval, w.MaxBytes = dir, c.Durability, c.SyncInterval, max
+	w.SegmentBytes = min(64<<20, max/4)
+	w.MaxRecordBytes = int(min(4<<20, w.SegmentBytes-128))
+	w.ObserveFsync = c.ObserveFsync
+	return w
+}
+
+// Errors of the durable write path; the HTTP layer answers 503 with
+// Retry-After for each.
+var (
+	// ErrLogFull: the intake log is at its byte budget (or the disk is
+	// full); nothing was written.
+	ErrLogFull = errors.New("agent log full")
+	// ErrBacklog: the broker has been unreachable longer than the log's
+	// budget covers; nothing was written.
+	ErrBacklog = errors.New("broker unreachable and the agent's log is full")
+	// ErrLogFailed: an fsync failed; the agent takes no writes until it is
+	// restarted (and replays what is really on disk).
+	ErrLogFailed = errors.New("agent log failed")
+	// ErrRecovering: the agent is still replaying its log.
+	ErrRecovering = errors.New("agent is replaying its log")
+)
+
+// LogStats are the counters of the log integration, for metrics.
+type LogStats struct {
+	RecordsReplayed   atomic.Uint64 // intake records applied at start
+	MessagesReplayed  atomic.Uint64 // outbox messages re-published at start
+	RecordsMalformed  atomic.Uint64 // records whose payload did not decode
+	IntentsReplayed   atomic.Uint64 // unresolved intents found at start
+	IntentsSettled    atomic.Uint64 // intents decided by reading the row
+	IntentsApplied    atomic.Uint64 // settled intents counted as applied
+	IntentsAmbiguous  atomic.Uint64 // settled intents whose outcome the row hides
+	IntentsPending    atomic.Int64  // intents appended, not yet resolved
+	IntentsReappended atomic.Uint64 // intent copies carried over a truncation
+	WritesRefused     atomic.Uint64 // writes answered ErrLogFull, ErrBacklog or ErrLogFailed
+	FlushesFailed     atomic.Uint64 // flushes whose logging failed (deltas kept)
+	TruncateErrors    atomic.Uint64
+}
+
+// durable is the agent's log state.
+type durable struct {
+	cfg    LogConfig
+	intake *wal.Log
+	outbox *wal.Log
+
+	recovered atomic.Bool
+	fullAt    atomic.Int64 // unix ns of the last ErrFull, for Ready
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingIntent // by intent id
+}
+
+// pendingIntent is an intent in the intake log without a resolution.
+type pendingIntent struct {
+	index   uint64 // of its latest copy in the intake log
+	payload []byte
+	in      intent
+	// decided is set when the outcome is known but its resolution record
+	// could not be appended; the flusher retries it.
+	decided *resolution
+	since   time.Time // when the intent was logged (this run)
+}
+
+// outboxLogBytes is the outbox log's budget: room for the in-memory bound
+// twice over (a flush may pass it) plus a final flush's worth.
+func outboxLogBytes(c Config) int64 {
+	return max(2*c.OutboxBytes+8*int64(c.MaxMessageBytes), 4*minLogBytes)
+}
+
+// openLogs opens both logs; it replays nothing.
+func openLogs(cfg Config) (*durable, []wal.Problem, error) {
+	d := &durable{cfg: cfg.Log, pending: make(map[uint64]*pendingIntent)}
+	in, rin, err := wal.Open(cfg.Log.walConfig(filepath.Join(cfg.Log.Dir, "intake"), cfg.Log.MaxBytes))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot open intake log: %w", err)
+	}
+	out, rout, err := wal.Open(cfg.Log.walConfig(filepath.Join(cfg.Log.Dir, "outbox"), outboxLogBytes(cfg)))
+	if err != nil {
+		in.Close()
+		return nil, nil, fmt.Errorf("cannot open outbox log: %w", err)
+	}
+	d.intake, d.outbox = in, out
+	return d, append(rin.Problems, rout.Problems...), nil
+}
+
+func (d *durable) close() error {
+	return errors.Join(d.outbox.Close(), d.intake.Close())
+}
+
+// mapErr turns a log error into the agent's sentinel.
+func (a *Agent) mapLogErr(err error) error {
+	switch {
+	case errors.Is(err, wal.ErrFull):
+		a.log.fullAt.Store(time.Now().UnixNano())
+		a.logStats.WritesRefused.Add(1)
+		if a.flusher.deferring.Load() {
+			return fmt.Errorf("%w: %d messages wait for the broker: %w", ErrBacklog, a.stats.OutboxMessages.Load(), err)
+		}
+		return fmt.Errorf("%w: %w", ErrLogFull, err)
+	case errors.Is(err, wal.ErrTooLarge):
+		// A request larger than a segment: the budget is configured
+		// below what one request may need.
+		a.logStats.WritesRefused.Add(1)
+		return fmt.Errorf("%w: one request does not fit in the log's segments (raise the log's byte budget): %w", ErrLogFull, err)
+	case errors.Is(err, wal.ErrFailed):
+		a.logStats.WritesRefused.Add(1)
+		return fmt.Errorf("%w: %w", ErrLogFailed, err)
+	case errors.Is(err, wal.ErrClosed):
+		return ErrStopping
+	}
+	return err
+}
+
+// logReady reports why the log stops the agent being ready, or nil.
+func (a *Agent) logReady() error {
+	d := a.log
+	if d == nil {
+		return nil
+	}
+	if !d.recovered.Load() {
+		return ErrRecovering
+	}
+	if err := d.intake.Stats().Failed; err != nil {
+		return fmt.Errorf("%w: %w", ErrLogFailed, err)
+	}
+	if err := d.outbox.Stats().Failed; err != nil {
+		return fmt.Errorf("%w: %w", ErrLogFailed, err)
+	}
+	if t := d.fullAt.Load(); t != 0 && time.Since(time.Unix(0, t)) < 2*time.Second {
+		if a.flusher.deferring.Load() {
+			return ErrBacklog
+		}
+		return ErrLogFull
+	}
+	return nil
+}
+
+// Recover replays the logs: it re-publishes (queues, first) the outbox's
+// messages with their original ids, adds the intake records that no logged
+// flush carries to the counters, settles every intent that has no
+// resolution against the store, and only then truncates the intake log
+// below what the outbox carries. It must be called once before Start when
+// the agent has a log; until it returns nil, writes and Ready answer
+// ErrRecovering. Without a log it does nothing.
+func (a *Agent) Recover(ctx context.Context) error {
+	d := a.log
+	if d == nil || d.recovered.Load() {
+		return nil
+	}
+	// 1. The outbox: every message whose ack the agent did not see.
+	var covered uint64
+	var msgs []outMsg
+	err := d.outbox.Replay(0, func(i uint64, p []byte) error {
+		m, err := decodeOutRecord(p)
+		if err != nil {
+			a.logStats.RecordsMalformed.Add(1)
+			a.logger.Error("outbox record does not decode; not re-published", "index", i, "err", err)
+			return nil
+		}
+		covered = max(covered, m.covered)
+		msgs = append(msgs, outMsg{partition: m.partition, id: m.id, data: append([]byte(nil), m.data...), sums: m.sums, logIndex: i})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot replay outbox log: %w", err)
+	}
+	if len(msgs) > 0 {
+		a.flusher.enqueue(msgs)
+		a.logStats.MessagesReplayed.Add(uint64(len(msgs)))
+	}
+	// 2. The intake: records at or above covered are not in any logged
+	// flush; intents and resolutions are collected everywhere.
+	intents := make(map[uint64]*pendingIntent)
+	var order []uint64
+	resolved := make(map[uint64]bool)
+	err = d.intake.Replay(0, func(i uint64, p []byte) error {
+		if len(p) == 0 {
+			a.logStats.RecordsMalformed.Add(1)
+			return nil
+		}
+		var err error
+		switch p[0] {
+		case recIncrements:
+			if i >= covered {
+				err = decodeIncrements(p, func(k Key, delta int64) { a.counters.Add(k, delta) })
+			}
+		case recIntent:
+			var in intent
+			if in, err = decodeIntent(p); err == nil {
+				if pi, ok := intents[in.id]; ok {
+					pi.index = i
+				} else {
+					intents[in.id] = &pendingIntent{index: i, payload: append([]byte(nil), p...), in: in, since: time.Now()}
+					order = append(order, in.id)
+				}
+			}
+		case recResolution:
+			var rs resolution
+			if rs, err = decodeResolution(p); err == nil {
+				resolved[rs.id] = true
+				if i >= covered && rs.applied {
+					for _, dl := range rs.deltas {
+						a.counters.Add(Key{ContentID: rs.content, Counter: dl.Counter, Region: dl.Region}, dl.Delta)
+					}
+				}
+			}
+		default:
+			err = errRecord
+		}
+		if err != nil {
+			a.logStats.RecordsMalformed.Add(1)
+			a.logger.Error("intake record does not decode; not applied", "index", i, "err", err)
+			return nil
+		}
+		a.logStats.RecordsReplayed.Add(1)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot replay intake log: %w", err)
+	}
+	// 3. Settle the intents without a resolution: each gets one, appended
+	// (and its deltas counted) before the truncation below can drop it.
+	for _, id := range order {
+		if resolved[id] {
+			continue
+		}
+		pi := intents[id]
+		a.logStats.IntentsReplayed.Add(1)
+		rs, err := a.settle(ctx, &pi.in, true)
+		if err != nil {
+			return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
+		}
+		if _, err := d.intake.AppendApply(context.WithoutCancel(ctx), appendResolution(nil, &rs), func(uint64) { a.addDeltas(rs.content, rs.deltas) }); err != nil {
+			return fmt.Errorf("cannot log a settled reaction: %w", err)
+		}
+	}
+	// 4. A crash between logging a flush and truncating the intake log
+	// below what it carries leaves those records: drop them now.
+	if next := d.intake.Stats().NextIndex; covered > next {
+		a.logger.Warn("outbox covers intake records the log does not have (power cut in interval mode?)", "covered", covered, "next", next)
+		covered = next
+	}
+	if err := d.intake.TruncateBefore(covered); err != nil {
+		return fmt.Errorf("cannot truncate intake log: %w", err)
+	}
+	d.recovered.Store(true)
+	a.logger.Info("log replayed", "outbox_messages", len(msgs), "intake_records", a.logStats.RecordsReplayed.Load(),
+		"intents_settled", a.logStats.IntentsSettled.Load(), "intents_ambiguous", a.logStats.IntentsAmbiguous.Load())
+	return nil
+}
+
+func (a *Agent) addDeltas(content string, deltas []Delta) {
+	for _, d := range deltas {
+		a.counters.Add(Key{ContentID: content, Counter: d.Counter, Region: d.Region}, d.Delta)
+	}
+}
+
+// sameRow reports whether row is x: the same incarnation, version, action
+// and recording region.
+func sameRow(row, x engagement.Reaction) bool {
+	return row.Incarnation == x.Incarnation && row.Version == x.Version && row.Action == x.Action && row.Region == x.Region
+}
+
+// settle decides an intent from the row as it is now:
+//   - the row is the intended next row (for an undo: no row) → applied;
+//   - the row is still the row the intent was read from (for an insert:
+//     still no row) → at start (redo), the same compare-and-set is sent
+//     again, as a delayed write that was never acknowledged, and its answer
+//     decides; during a run (after the store answered an error, having
+//     settled and fenced a lost answer itself) → not applied;
+//   - the row moved past both (another writer changed it meanwhile) →
+//     ambiguous: not counted, counted in IntentsAmbiguous and logged; the
+//     recount repairs the item's totals.
+//
+// An undo whose row is gone is taken as applied: with one writer per user
+// at a time nobody else removes it.
+func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, error) {
+	rs := resolution{id: in.id, content: in.content}
+	for try := 0; try < 3; try++ {
+		row, found, err := a.reactions.GetReaction(ctx, in.user, in.content)
+		if err != nil {
+			return rs, fmt.Errorf("cannot read reaction: %w", err)
+		}
+		isNext := false
+		isPrev := false
+		switch in.op {
+		case opInsert:
+			isNext, isPrev = found && sameRow(row, in.next), !found
+		case opUpdate:
+			isNext, isPrev = found && sameRow(row, in.next), found && sameRow(row, in.prev)
+		case opDelete:
+			isNext, isPrev = !found, found && sameRow(row, in.prev)
+		}
+		switch {
+		case isNext:
+			a.logStats.IntentsSettled.Add(1)
+			a.logStats.IntentsApplied.Add(1)
+			rs.applied = true
+			rs.deltas = a.intentDeltas(in)
+			return rs, nil
+		case isPrev && redo:
+			var applied bool
+			switch in.op {
+			case opInsert:
+				applied, err = a.reactions.InsertReaction(ctx, in.next)
+			case opUpdate:
+				applied, err = a.reactions.UpdateReaction(ctx, in.prev, in.next)
+			case opDelete:
+				applied, err = a.reactions.DeleteReaction(ctx, in.prev)
+			}
+			if applied {
+				if err != nil {
+					a.logger.Warn("replayed reaction applied with a store warning", "user", in.user, "content", in.content, "err", err)
+				}
+				a.logStats.IntentsSettled.Add(1)
+				a.logStats.IntentsApplied.Add(1)
+				rs.applied = true
+				rs.deltas = a.intentDeltas(in)
+				return rs, nil
+			}
+			if err != nil {
+				return rs, fmt.Errorf("cannot redo reaction: %w", err)
+			}
+			continue // lost the compare-and-set: decide from the row again
+		case isPrev:
+			a.logStats.IntentsSettled.Add(1)
+			return rs, nil
+		default:
+			a.logStats.IntentsSettled.Add(1)
+			a.logStats.IntentsAmbiguous.Add(1)
+			a.logger.Warn("reaction outcome ambiguous: the row moved on; not counted, the recount repairs the totals",
+				"user", in.user, "content", in.content, "intended_action", in.action, "row_version", row.Version, "row_found", found)
+			return rs, nil
+		}
+	}
+	a.logStats.IntentsSettled.Add(1)
+	a.logStats.IntentsAmbiguous.Add(1)
+	a.logger.Warn("reaction outcome ambiguous after repeated redo; not counted", "user", in.user, "content", in.content)
+	return rs, nil
+}
+
+// intentDeltas are the counter deltas of an intent's transition.
+func (a *Agent) intentDeltas(in *intent) []Delta {
+	prev, prevRegion := engagement.ActionNone, ""
+	if in.prevFound {
+		prev, prevRegion = in.prev.Action, in.prev.Region
+	}
+	var buf [2]Delta
+	return append([]Delta(nil), Transition(prev, prevRegion, in.action, in.region, &buf)...)
+}
+
+// LogStats returns the log integration's counters; nil without a log.
+func (a *Agent) LogStats() *LogStats { return &a.logStats }
+
+// IntakeLogStats and OutboxLogStats return the logs' statistics; ok is
+// false without a log.
+func (a *Agent) IntakeLogStats() (wal.Stats, bool) {
+	if a.log == nil {
+		return wal.Stats{}, false
+	}
+	return a.log.intake.Stats(), true
+}
+
+// OutboxLogStats: see IntakeLogStats.
+func (a *Agent) OutboxLogStats() (wal.Stats, bool) {
+	if a.log == nil {
+		return wal.Stats{}, false
+	}
+	return a.log.outbox.Stats(), true
+}
