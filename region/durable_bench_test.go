@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 	"github.com/edgecount/edgecount/wal"
 )
 
@@ -22,7 +24,7 @@ func (nopPublisher) Publish(context.Context, uint32, string, []byte) error { ret
 //
 //	go test -run '^$' -bench AgentIncrement -benchtime 2s ./region/
 func BenchmarkAgentIncrement(b *testing.B) {
-	st := openStoreB(b)
+	st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
 	for _, size := range []int{100, 1} {
 		for _, mode := range []wal.Durability{wal.None, wal.Fsync, wal.Interval} {
 			b.Run(fmt.Sprintf("batch=%d/durability=%s", size, mode), func(b *testing.B) {

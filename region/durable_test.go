@@ -16,6 +16,7 @@ import (
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
+	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 	"github.com/edgecount/edgecount/wal"
 )
 
@@ -254,7 +255,7 @@ func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 func testCrash(t *testing.T, mode wal.Durability) {
 	tweak := func(c *region.Config) { c.Log.Durability = mode }
 	dir := t.TempDir()
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	b := newBroker(t)
 	b.set(0.2, 0.2, false)
 	l := newLedger()
@@ -296,7 +297,7 @@ func testCrash(t *testing.T, mode wal.Durability) {
 // back, across a restart.
 func TestBrokerDownFillsLogThen503(t *testing.T) {
 	dir := t.TempDir()
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	b := newBroker(t)
 	b.set(0, 0, true)
 	tweak := func(c *region.Config) {
@@ -449,7 +450,7 @@ func TestReplaySettlesIntents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			st := openStore(t)
+			st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 			b := newBroker(t)
 			ss := &stallStore{Store: st, stalled: make(chan struct{}), release: make(chan struct{})}
 			a := durableAgent(t, dir, ss, st, b, nil)
@@ -523,7 +524,7 @@ func TestReplaySettlesIntents(t *testing.T) {
 // a segment copied from another agent's log are reported and counted; the
 // agent starts, replays what it can trust and applies nothing twice.
 func TestDamagedLogIsReportedNotApplied(t *testing.T) {
-	st := openStore(t)
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	b := newBroker(t)
 	hour := func(c *region.Config) { c.FlushInterval = time.Hour } // every write stays in the intake log
 	write := func(dir string, n int) (*ledger, *region.Agent) {
