@@ -169,10 +169,11 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 			return nil, err
 		}
 	}
+	pub := n.bus.Publisher(stream)
 	n.agent, err = region.New(ac, region.Deps{
 		Reactions:   n.store,
 		Stats:       n.store,
-		Publisher:   n.bus.Publisher(stream),
+		Publisher:   pub,
 		Directory:   dir,
 		ShardWriter: shards,
 		Trending:    n.store,
@@ -208,7 +209,8 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
-	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent))
+	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
+		metrics.RegisterPublisher(reg, pub), metrics.RegisterNATSClient(reg, n.bus))
 	if n.directory != nil {
 		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
 	}
