@@ -1,0 +1,87 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
+)
+
+// ReadMarks returns the high-water marks of partition p, one per agent,
+// sorted by agent: one single-partition query. None is an empty slice.
+func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
+	const op = "read marks"
+	if err := store.CheckPartition(ctx, op, p); err != nil {
+		return nil, err
+	}
+	iter := s.query(s.q.readMarks, int32(p)).Idempotent(true).IterContext(ctx)
+	out := []store.Mark{}
+	var (
+		m                 = store.Mark{Partition: p}
+		epoch, seq, updAt int64
+	)
+	for iter.Scan(&m.Agent, &epoch, &seq, &updAt) {
+		m.Epoch, m.Seq, m.UpdatedAt = uint64(epoch), uint64(seq), fromMicros(updAt)
+		out = append(out, m)
+		m = store.Mark{Partition: p}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", op, unavailable(err))
+	}
+	return out, nil
+}
+
+// WriteStatsMark stores rows as WriteStats does and then mark m, replacing
+// the mark of (m.Partition, m.Agent), all with one write timestamp under
+// the same lease fence. The mark is written only after every row was: an
+// error may leave rows written without their mark (never a mark without
+// its rows), and the rollup's retry of the same message skips those rows by
+// their LastSeq and writes the mark. rows may be empty.
+func (s *Store) WriteStatsMark(ctx context.Context, rows []engagement.Stats, m store.Mark) error {
+	const op = "write stats and mark"
+	if err := store.CheckStats(ctx, op, validKeyPart, rows, true); err != nil {
+		return err
+	}
+	if err := store.CheckMark(ctx, op, validKeyPart, &m); err != nil {
+		return err
+	}
+	ts, err := s.fencedTimestamp(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	if err := s.writeRows(ctx, rows, ts); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	err = s.query(s.q.writeMark, int32(m.Partition), m.Agent, int64(m.Epoch), int64(m.Seq), micros(m.UpdatedAt)).
+		WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", op, unavailable(err))
+	}
+	return nil
+}
+
+// DeleteMarks removes the marks of agents in partition p (a prune of marks
+// no agent moved for long), with one single-partition delete under the
+// lease fence. Agents without a mark are ignored.
+func (s *Store) DeleteMarks(ctx context.Context, p uint32, agents []string) error {
+	const op = "delete marks"
+	if err := store.CheckPartition(ctx, op, p); err != nil {
+		return err
+	}
+	if err := store.CheckCall(ctx, op, validKeyPart, agents...); err != nil || len(agents) == 0 {
+		return err
+	}
+	ts, err := s.fencedTimestamp(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	for chunk := range slices.Chunk(agents, maxInList) {
+		err := s.query(s.q.deleteMarks, int32(p), chunk).WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
+		if err != nil {
+			return fmt.Errorf("cannot %s: %w", op, unavailable(err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
+)
+
+// ReadMarks returns the high-water marks of partition p, one per agent,
+// sorted by agent, read in one transaction. None is an empty slice.
+func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
+	const op = "read marks"
+	if err := store.CheckPartition(ctx, op, p); err != nil {
+		return nil, err
+	}
+	out := []store.Mark{}
+	pfx := markPrefix(p)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketMarks).Cursor()
+		for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+			m := store.Mark{Partition: p, Agent: string(k[len(pfx):])}
+			if err := decodeMark(v, &m); err != nil {
+				return fmt.Errorf("mark %q: %w", k, err)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}
+
+// WriteStatsMark stores rows as WriteStats does and mark m, replacing the
+// mark of (m.Partition, m.Agent), all in one transaction: either the rows
+// and the mark are written or nothing is. rows may be empty.
+func (s *Store) WriteStatsMark(ctx context.Context, rows []engagement.Stats, m store.Mark) error {
+	const op = "write stats and mark"
+	if err := store.CheckStats(ctx, op, validKeyPart, rows, false); err != nil {
+		return err
+	}
+	if err := store.CheckMark(ctx, op, validKeyPart, &m); err != nil {
+		return err
+	}
+	keys := make([][]byte, len(rows))
+	vals := make([][]byte, len(rows))
+	for i := range rows {
+		keys[i], vals[i] = key(rows[i].ContentID, rows[i].Scope), encodeStats(&rows[i])
+	}
+	mk, mv := markKey(m.Partition, m.Agent), encodeMark(&m)
+	err := s.write(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketStats)
+		for i := range keys {
+			if err := b.Put(keys[i], vals[i]); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMarks).Put(mk, mv)
+	})
+	return wrap(op, err)
+}
+
+// DeleteMarks removes the marks of agents in partition p (a prune of marks
+// no agent moved for long). Agents without a mark are ignored.
+func (s *Store) DeleteMarks(ctx context.Context, p uint32, agents []string) error {
+	const op = "delete marks"
+	if err := store.CheckPartition(ctx, op, p); err != nil {
+		return err
+	}
+	if err := store.CheckCall(ctx, op, validKeyPart, agents...); err != nil || len(agents) == 0 {
+		return err
+	}
+	err := s.write(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMarks)
+		for _, a := range agents {
+			if err := b.Delete(markKey(p, a)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap(op, err)
+}
+
+// markPrefix is the common prefix of partition p's mark keys: p as 4
+// big-endian bytes (a fixed length, so no partition's prefix starts
+// another's keys).
+func markPrefix(p uint32) []byte {
+	return binary.BigEndian.AppendUint32(make([]byte, 0, 4+32), p)
+}
+
+// markKey is the partition as 4 big-endian bytes followed by the agent.
+func markKey(p uint32, agent string) []byte {
+	return append(markPrefix(p), agent...)
+}
+
+// Mark: format, uvarint epoch, uvarint seq, time.
+func encodeMark(m *store.Mark) []byte {
+	dst := make([]byte, 0, 1+4*binary.MaxVarintLen64)
+	dst = append(dst, formatV1)
+	dst = binary.AppendUvarint(dst, m.Epoch)
+	dst = binary.AppendUvarint(dst, m.Seq)
+	return appendTime(dst, m.UpdatedAt)
+}
+
+// decodeMark fills the stored fields of m (not its key) from v.
+func decodeMark(v []byte, m *store.Mark) error {
+	d := decoder{buf: v}
+	d.format()
+	m.Epoch = d.uvarint()
+	m.Seq = d.uvarint()
+	m.UpdatedAt = d.time()
+	return d.done("mark")
+}
