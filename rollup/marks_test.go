@@ -372,3 +372,17 @@ func TestMarksErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestMarksPartitionOutOfRange: a numbered message naming a partition no
+// store can key is poison, not retried forever.
+func TestMarksPartitionOutOfRange(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	err := r.Apply(context.Background(), 1, flush("a", 1, 1, store.MaxPartition+1, "v", 1))
+	if !errors.Is(err, ErrPoison) {
+		t.Fatalf("Apply = %v, want %v", err, ErrPoison)
+	}
+	if len(st.snapshot()) != 0 || r.Stats().Poison.Load() != 1 {
+		t.Fatalf("rows %v, poison %d; want none and 1", st.snapshot(), r.Stats().Poison.Load())
+	}
+}

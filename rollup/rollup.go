@@ -328,6 +328,10 @@ func (r *Rollup) apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 	// sequence. Seq 0 means the sender does not number its messages.
 	var pm *partMarks
 	if b.Seq != 0 {
+		if b.Partition > store.MaxPartition {
+			r.stats.Poison.Add(1)
+			return fmt.Errorf("%w: seq %d: partition %d above %d", ErrPoison, seq, b.Partition, store.MaxPartition)
+		}
 		var err error
 		if pm, err = r.partitionMarks(ctx, b.Partition, now); err != nil {
 			r.stats.ApplyErrors.Add(1)
