@@ -71,6 +71,7 @@ func RegisterRollup(reg prometheus.Registerer, r *rollup.Rollup) error {
 		{"edgecount_rollup_rows_written_total", "ContentStats rows written.", false, u64(&s.RowsWritten)},
 		{"edgecount_rollup_rows_skipped_total", "Rows that already held a redelivered message.", false, u64(&s.RowsSkipped)},
 		{"edgecount_rollup_duplicates_dropped_total", "Messages dropped because their agent's high-water mark covers them (a re-publish).", false, u64(&s.DuplicatesDropped)},
+		{"edgecount_rollup_order_violations_total", "Messages dropped below their agent's mark though flushed after it: two agents share an id, or an epoch went back (counts lost).", false, u64(&s.OrderViolations)},
 		{"edgecount_rollup_marks_pruned_total", "High-water marks removed after the mark TTL without a message.", false, u64(&s.MarksPruned)},
 		{"edgecount_rollup_poison_messages_total", "Messages that could not be decoded and were dropped.", false, u64(&s.Poison)},
 		{"edgecount_rollup_apply_errors_total", "Failed apply attempts (retried with backoff).", false, u64(&s.ApplyErrors)},

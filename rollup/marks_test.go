@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/store"
 )
@@ -384,5 +387,41 @@ func TestMarksPartitionOutOfRange(t *testing.T) {
 	}
 	if len(st.snapshot()) != 0 || r.Stats().Poison.Load() != 1 {
 		t.Fatalf("rows %v, poison %d; want none and 1", st.snapshot(), r.Stats().Poison.Load())
+	}
+}
+
+// TestMarksOrderViolation: two running agents under one id (or an epoch
+// that went back) send messages below the mark that were flushed after
+// it. They are dropped like copies (applying one would move the mark back)
+// but counted apart, as a fault to fix; a true copy is a duplicate.
+func TestMarksOrderViolation(t *testing.T) {
+	st := newMemStats()
+	var logs testenv.Buffer
+	r := New(st, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx := context.Background()
+	at := func(b *partial.Batch, ms int64) *partial.Batch { b.FlushedAt = time.UnixMilli(ms); return b }
+	newer := at(flush("twin", 200, 1, 0, "v", 1), 2000)
+	for i, b := range []*partial.Batch{
+		at(flush("twin", 100, 1, 0, "v", 10), 1000),
+		newer,
+		at(flush("twin", 100, 2, 0, "v", 100), 3000), // the other twin's next flush
+		newer, // a copy
+	} {
+		if err := r.Apply(ctx, uint64(i+1), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.Stats()
+	if got := s.OrderViolations.Load(); got != 1 {
+		t.Fatalf("order violations = %d, want 1", got)
+	}
+	if got := s.DuplicatesDropped.Load(); got != 1 {
+		t.Fatalf("duplicates dropped = %d, want 1", got)
+	}
+	if got := views(t, st, "v"); got != 11 {
+		t.Fatalf("views = %d, want 11", got)
+	}
+	if !strings.Contains(logs.String(), "share an id") {
+		t.Fatalf("log = %q; want a warning naming the cause", logs.String())
 	}
 }

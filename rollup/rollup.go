@@ -61,6 +61,12 @@ type Stats struct {
 	// mark covers them: a copy, under a new broker sequence, of a message
 	// applied before (a re-publish after the de-duplication window).
 	DuplicatesDropped atomic.Uint64
+	// OrderViolations counts messages dropped below their agent's mark
+	// that cannot be copies of applied ones, because they were flushed
+	// after the message that set the mark: two running agents share an
+	// id, or an agent's epoch went back. Their counts are lost; the cause
+	// must be fixed (a warning says so).
+	OrderViolations atomic.Uint64
 	// MarksPruned counts marks removed after MarkTTL without a message.
 	MarksPruned atomic.Uint64
 	Poison      atomic.Uint64
@@ -98,6 +104,9 @@ type Rollup struct {
 	marksMu sync.Mutex
 	marks   map[uint32]*partMarks
 	markTTL time.Duration
+	// lastViolationWarn throttles the warning of OrderViolations (Unix
+	// nanoseconds).
+	lastViolationWarn atomic.Int64
 }
 
 // partMarks are the marks of one partition's agents.
@@ -213,6 +222,32 @@ func (r *Rollup) setMark(pm *partMarks, m store.Mark) {
 		pm.agents[m.Agent] = m
 	}
 	r.marksMu.Unlock()
+}
+
+// violationWarnEvery throttles the warning of an order violation.
+const violationWarnEvery = 10 * time.Second
+
+// dropCovered counts and logs message seq (b), which its agent's mark m
+// covers. A copy of an applied message was flushed no later than the
+// message that set the mark; one flushed after it is no copy but a
+// message its agent sent out of order (or another agent under the same
+// id), dropped all the same: applying it would move the mark back and let
+// copies of later messages count twice.
+func (r *Rollup) dropCovered(seq uint64, b *partial.Batch, m store.Mark) {
+	if !b.FlushedAt.After(m.FlushedAt) {
+		r.stats.DuplicatesDropped.Add(1)
+		r.logger.Debug("dropped a message its agent's mark covers", "seq", seq, "msg_id", b.MsgID(),
+			"partition", b.Partition, "mark_epoch", m.Epoch, "mark_seq", m.Seq)
+		return
+	}
+	n := r.stats.OrderViolations.Add(1)
+	last := r.lastViolationWarn.Load()
+	if now := time.Now().UnixNano(); now-last >= int64(violationWarnEvery) && r.lastViolationWarn.CompareAndSwap(last, now) {
+		r.logger.Warn("dropped a message below its agent's mark that was flushed after the mark's message, so it is no copy: "+
+			"two running agents share an id, or an agent's epoch went back; its counts are lost",
+			"seq", seq, "msg_id", b.MsgID(), "partition", b.Partition, "flushed_at", b.FlushedAt,
+			"mark_epoch", m.Epoch, "mark_seq", m.Seq, "mark_flushed_at", m.FlushedAt, "violations", n)
+	}
 }
 
 // fence refuses a write once ctx's deadline has passed. The deadline is
@@ -341,13 +376,11 @@ func (r *Rollup) apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 		m, ok := pm.agents[b.Agent]
 		r.marksMu.Unlock()
 		if ok && m.Covers(b.Epoch, b.Seq) {
-			r.stats.DuplicatesDropped.Add(1)
-			r.logger.Debug("dropped a message its agent's mark covers", "seq", seq, "msg_id", b.MsgID(),
-				"partition", b.Partition, "mark_epoch", m.Epoch, "mark_seq", m.Seq)
+			r.dropCovered(seq, b, m)
 			return nil
 		}
 	}
-	mark := store.Mark{Partition: b.Partition, Agent: b.Agent, Epoch: b.Epoch, Seq: b.Seq, UpdatedAt: now}
+	mark := store.Mark{Partition: b.Partition, Agent: b.Agent, Epoch: b.Epoch, Seq: b.Seq, FlushedAt: b.FlushedAt, UpdatedAt: now}
 	deltas := make(map[rowKey]*delta)
 	var ids []string
 	get := func(k rowKey) *delta {

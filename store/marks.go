@@ -21,6 +21,11 @@ type Mark struct {
 	Agent     string
 	Epoch     uint64
 	Seq       uint64
+	// FlushedAt is the flush time of the message that set the mark (the
+	// agent's clock). A copy of an applied message was flushed no later;
+	// a message below the mark flushed after it is no copy (two agents
+	// share an id, or an agent's epoch went back).
+	FlushedAt time.Time
 	// UpdatedAt is when the mark was last written (the rollup's clock);
 	// marks left untouched for long are pruned by it.
 	UpdatedAt time.Time

@@ -141,8 +141,8 @@ func newStatements(ks string) statements {
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ? AND part = ?`,
 		readTrending: `SELECT part, as_of, item_ids, item_counts, item_errors FROM ` + ks +
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ?`,
-		readMarks:   `SELECT agent, epoch, seq, updated_at FROM ` + ks + `.rollup_marks WHERE part = ?`,
-		writeMark:   `INSERT INTO ` + ks + `.rollup_marks (part, agent, epoch, seq, updated_at) VALUES (?, ?, ?, ?, ?)`,
+		readMarks:   `SELECT agent, epoch, seq, flushed_at, updated_at FROM ` + ks + `.rollup_marks WHERE part = ?`,
+		writeMark:   `INSERT INTO ` + ks + `.rollup_marks (part, agent, epoch, seq, flushed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		deleteMarks: `DELETE FROM ` + ks + `.rollup_marks WHERE part = ? AND agent IN ?`,
 		ping:        `SELECT release_version FROM system.local`,
 	}
@@ -217,9 +217,10 @@ func schema(ks string, r Replication) []string {
 			agent text,
 			epoch bigint,
 			seq bigint,
+			flushed_at bigint,
 			updated_at bigint,
 			PRIMARY KEY ((part), agent)
-		) WITH comment = 'High-water marks of the rollup: per (partial-sum partition, agent) the highest flush (epoch, seq) applied. Plain values, one writer per partition (its rollup), written after the stats rows of the message. part is a uint32 stored as int; epoch and seq are uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
+		) WITH comment = 'High-water marks of the rollup: per (partial-sum partition, agent) the highest flush (epoch, seq) applied. Plain values, one writer per partition (its rollup), written after the stats rows of the message. part is a uint32 stored as int; epoch and seq are uint64 stored as bigint; flushed_at (the agent clock) and updated_at (the rollup clock) are microseconds since the Unix epoch.'`,
 	}
 }
 

@@ -19,11 +19,12 @@ func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
 	iter := s.query(s.q.readMarks, int32(p)).Idempotent(true).IterContext(ctx)
 	out := []store.Mark{}
 	var (
-		m                 = store.Mark{Partition: p}
-		epoch, seq, updAt int64
+		m                          = store.Mark{Partition: p}
+		epoch, seq, flushed, updAt int64
 	)
-	for iter.Scan(&m.Agent, &epoch, &seq, &updAt) {
-		m.Epoch, m.Seq, m.UpdatedAt = uint64(epoch), uint64(seq), fromMicros(updAt)
+	for iter.Scan(&m.Agent, &epoch, &seq, &flushed, &updAt) {
+		m.Epoch, m.Seq = uint64(epoch), uint64(seq)
+		m.FlushedAt, m.UpdatedAt = fromMicros(flushed), fromMicros(updAt)
 		out = append(out, m)
 		m = store.Mark{Partition: p}
 	}
@@ -54,7 +55,7 @@ func (s *Store) WriteStatsMark(ctx context.Context, rows []engagement.Stats, m s
 	if err := s.writeRows(ctx, rows, ts); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
 	}
-	err = s.query(s.q.writeMark, int32(m.Partition), m.Agent, int64(m.Epoch), int64(m.Seq), micros(m.UpdatedAt)).
+	err = s.query(s.q.writeMark, int32(m.Partition), m.Agent, int64(m.Epoch), int64(m.Seq), micros(m.FlushedAt), micros(m.UpdatedAt)).
 		WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", op, unavailable(err))

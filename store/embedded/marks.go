@@ -101,12 +101,13 @@ func markKey(p uint32, agent string) []byte {
 	return append(markPrefix(p), agent...)
 }
 
-// Mark: format, uvarint epoch, uvarint seq, time.
+// Mark: format, uvarint epoch, uvarint seq, flush time, update time.
 func encodeMark(m *store.Mark) []byte {
-	dst := make([]byte, 0, 1+4*binary.MaxVarintLen64)
+	dst := make([]byte, 0, 1+6*binary.MaxVarintLen64)
 	dst = append(dst, formatV1)
 	dst = binary.AppendUvarint(dst, m.Epoch)
 	dst = binary.AppendUvarint(dst, m.Seq)
+	dst = appendTime(dst, m.FlushedAt)
 	return appendTime(dst, m.UpdatedAt)
 }
 
@@ -116,6 +117,7 @@ func decodeMark(v []byte, m *store.Mark) error {
 	d.format()
 	m.Epoch = d.uvarint()
 	m.Seq = d.uvarint()
+	m.FlushedAt = d.time()
 	m.UpdatedAt = d.time()
 	return d.done("mark")
 }

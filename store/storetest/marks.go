@@ -21,7 +21,7 @@ func uniqPartition() uint32 {
 
 func equalMark(a, b store.Mark) bool {
 	return a.Partition == b.Partition && a.Agent == b.Agent && a.Epoch == b.Epoch && a.Seq == b.Seq &&
-		a.UpdatedAt.Equal(b.UpdatedAt)
+		a.FlushedAt.Equal(b.FlushedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
 func readMarks(t *testing.T, s Store, p uint32) []store.Mark {
@@ -66,7 +66,7 @@ func testMarksRoundTrip(t *testing.T, s Store) {
 	b, a := uniq("agent-b"), uniq("agent-a")
 	id := uniq("c")
 	row := engagement.Stats{ContentID: id, Scope: engagement.GlobalScope, Likes: 2, UpdatedAt: now(), LastSeq: 40}
-	mb := store.Mark{Partition: p, Agent: b, Epoch: 7, Seq: 3, UpdatedAt: now()}
+	mb := store.Mark{Partition: p, Agent: b, Epoch: 7, Seq: 3, FlushedAt: now().Add(-time.Second), UpdatedAt: now()}
 	writeMark(t, s, []engagement.Stats{row}, mb)
 	checkStats(t, "ReadStats after WriteStatsMark", readStats(t, s, id)[id], []engagement.Stats{row})
 
@@ -78,14 +78,14 @@ func testMarksRoundTrip(t *testing.T, s Store) {
 	checkMarks(t, "ReadMarks(other)", readMarks(t, s, other), []store.Mark{mo})
 
 	// A later mark of the same agent replaces the earlier one.
-	mb2 := store.Mark{Partition: p, Agent: b, Epoch: 8, Seq: 1, UpdatedAt: now().Add(time.Second)}
+	mb2 := store.Mark{Partition: p, Agent: b, Epoch: 8, Seq: 1, FlushedAt: now(), UpdatedAt: now().Add(time.Second)}
 	writeMark(t, s, nil, mb2)
 	checkMarks(t, "ReadMarks after a newer mark", readMarks(t, s, p), []store.Mark{ma, mb2})
 
 	// Extremes: the edge partitions, the largest epoch and sequence, the
 	// zero time.
 	for _, m := range []store.Mark{
-		{Partition: 0, Agent: uniq("x"), Epoch: math.MaxUint64, Seq: math.MaxUint64, UpdatedAt: now()},
+		{Partition: 0, Agent: uniq("x"), Epoch: math.MaxUint64, Seq: math.MaxUint64, FlushedAt: time.Date(2262, 4, 11, 0, 0, 0, 1000, time.UTC), UpdatedAt: now()},
 		{Partition: store.MaxPartition, Agent: uniq("x"), Epoch: 1 << 63, Seq: 1<<63 - 1},
 	} {
 		writeMark(t, s, nil, m)
