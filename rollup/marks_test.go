@@ -279,30 +279,30 @@ func TestMarksPrune(t *testing.T) {
 	if err := r.Apply(ctx, 3, flush("young", 1, 2, 0, "v", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.mark(0, "old"); !ok {
+	if _, ok := st.mark(0, "old", 1); !ok {
 		t.Fatal("old mark pruned before a day passed since the last look")
 	}
 	clock = start.Add(10*day + 13*time.Hour)
 	if err := r.Apply(ctx, 4, flush("young", 1, 3, 0, "v", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.mark(0, "old"); ok {
+	if _, ok := st.mark(0, "old", 1); ok {
 		t.Fatal("old mark kept past the TTL")
 	}
-	if _, ok := st.mark(0, "young"); !ok {
+	if _, ok := st.mark(0, "young", 1); !ok {
 		t.Fatal("young mark pruned")
 	}
 	if got := r.Stats().MarksPruned.Load(); got != 1 {
 		t.Fatalf("marks pruned = %d, want 1", got)
 	}
 	// A new rollup prunes at its first read.
-	st.marks[markKey{0, "stale"}] = store.Mark{Agent: "stale", Epoch: 1, Seq: 1, UpdatedAt: start}
+	st.marks[markKey{0, "stale", 1}] = store.Mark{Agent: "stale", Epoch: 1, Seq: 1, UpdatedAt: start}
 	r2 := New(st, now, nil)
 	r2.SetMarkTTL(10 * day)
 	if err := r2.Apply(ctx, 5, flush("young", 1, 4, 0, "v", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.mark(0, "stale"); ok {
+	if _, ok := st.mark(0, "stale", 1); ok {
 		t.Fatal("stale mark kept by a new rollup's first read")
 	}
 }
@@ -334,10 +334,10 @@ func TestMarksErrors(t *testing.T) {
 		defer cancel()
 		// A tops-only message writes its mark alone, under the same fence.
 		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 1, FlushedAt: time.UnixMilli(1000)}
-		if err := r.write(dctx, 1, nil, &partMarks{agents: map[string]store.Mark{}}, store.Mark{Agent: b.Agent, Epoch: 1, Seq: 1}); !errors.Is(err, context.DeadlineExceeded) {
+		if err := r.write(dctx, 1, nil, &partMarks{agents: map[store.MarkKey]store.Mark{}}, store.Mark{Agent: b.Agent, Epoch: 1, Seq: 1}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("write past the lease = %v, want %v", err, context.DeadlineExceeded)
 		}
-		if _, ok := st.mark(0, "a"); ok {
+		if _, ok := st.mark(0, "a", 1); ok {
 			t.Fatal("mark written past the lease")
 		}
 	})
@@ -364,7 +364,7 @@ func TestMarksErrors(t *testing.T) {
 		if err := r.Apply(ctx, 1, b); err != nil {
 			t.Fatal(err)
 		}
-		if m, ok := st.mark(1, "a"); !ok || m.Seq != 1 {
+		if m, ok := st.mark(1, "a", 1); !ok || m.Seq != 1 {
 			t.Fatalf("mark of a message without sums = %+v, %v; want seq 1", m, ok)
 		}
 		if err := r.Apply(ctx, 2, b); err != nil {
@@ -390,22 +390,24 @@ func TestMarksPartitionOutOfRange(t *testing.T) {
 	}
 }
 
-// TestMarksOrderViolation: two running agents under one id (or an epoch
-// that went back) send messages below the mark that were flushed after
-// it. They are dropped like copies (applying one would move the mark back)
-// but counted apart, as a fault to fix; a true copy is a duplicate.
+// TestMarksOrderViolation: two running agents under one id count apart,
+// because their runs (epochs) differ. A message of one run below its mark
+// but flushed after it (the run's sequence went back, or two agents share
+// an id and an epoch) is dropped like a copy (applying it would move the
+// mark back) but counted apart, as a fault to fix.
 func TestMarksOrderViolation(t *testing.T) {
 	st := newMemStats()
 	var logs testenv.Buffer
 	r := New(st, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 	at := func(b *partial.Batch, ms int64) *partial.Batch { b.FlushedAt = time.UnixMilli(ms); return b }
-	newer := at(flush("twin", 200, 1, 0, "v", 1), 2000)
+	newer := at(flush("twin", 200, 5, 0, "v", 1), 2000)
 	for i, b := range []*partial.Batch{
 		at(flush("twin", 100, 1, 0, "v", 10), 1000),
 		newer,
-		at(flush("twin", 100, 2, 0, "v", 100), 3000), // the other twin's next flush
+		at(flush("twin", 100, 2, 0, "v", 100), 3000), // the other twin's next flush: counted
 		newer, // a copy
+		at(flush("twin", 200, 4, 0, "v", 1000), 4000), // run 200's sequence went back
 	} {
 		if err := r.Apply(ctx, uint64(i+1), b); err != nil {
 			t.Fatal(err)
@@ -418,10 +420,38 @@ func TestMarksOrderViolation(t *testing.T) {
 	if got := s.DuplicatesDropped.Load(); got != 1 {
 		t.Fatalf("duplicates dropped = %d, want 1", got)
 	}
-	if got := views(t, st, "v"); got != 11 {
-		t.Fatalf("views = %d, want 11", got)
+	if got := views(t, st, "v"); got != 111 {
+		t.Fatalf("views = %d, want 111", got)
 	}
 	if !strings.Contains(logs.String(), "share an id") {
 		t.Fatalf("log = %q; want a warning naming the cause", logs.String())
+	}
+}
+
+// TestMarksRunsApart: marks are per run (agent, epoch), so a restarted
+// agent may re-publish its last run's messages after its new run's: the
+// copy of an applied one is dropped, and one the broker never stored is
+// applied.
+func TestMarksRunsApart(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	ctx := context.Background()
+	for i, b := range []*partial.Batch{
+		flush("a", 1, 1, 0, "v", 1),
+		flush("a", 1, 2, 0, "v", 10),
+		// (1, 3) was published but never stored; the agent restarted.
+		flush("a", 2, 1, 0, "v", 1000),
+		flush("a", 1, 2, 0, "v", 10),  // re-published: a copy
+		flush("a", 1, 3, 0, "v", 100), // re-published: the first time here
+	} {
+		if err := r.Apply(ctx, uint64(i+1), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := views(t, st, "v"); got != 1111 {
+		t.Fatalf("views = %d, want 1111", got)
+	}
+	if got := r.Stats().DuplicatesDropped.Load(); got != 1 {
+		t.Fatalf("duplicates dropped = %d, want 1", got)
 	}
 }

@@ -33,15 +33,15 @@ func (poisonError) Permanent() bool { return true }
 type StatsStore interface {
 	ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
 	WriteStats(ctx context.Context, rows []engagement.Stats) error
-	// ReadMarks returns the marks of every agent of one partition.
+	// ReadMarks returns the marks of every agent run of one partition.
 	ReadMarks(ctx context.Context, partition uint32) ([]store.Mark, error)
 	// WriteStatsMark writes rows (possibly none) and mark m, the mark in
 	// the same transaction as the rows or after them, never before: an
 	// error may leave the rows written without the mark, never the mark
 	// without the rows.
 	WriteStatsMark(ctx context.Context, rows []engagement.Stats, m store.Mark) error
-	// DeleteMarks removes the marks of agents in one partition.
-	DeleteMarks(ctx context.Context, partition uint32, agents []string) error
+	// DeleteMarks removes some marks of one partition.
+	DeleteMarks(ctx context.Context, partition uint32, keys []store.MarkKey) error
 }
 
 // DefaultMarkTTL is how long a mark nobody moved is kept (SetMarkTTL).
@@ -57,15 +57,15 @@ type Stats struct {
 	Sums        atomic.Uint64 // partial sums in applied messages
 	RowsWritten atomic.Uint64
 	RowsSkipped atomic.Uint64 // rows that already had the message (redelivery)
-	// DuplicatesDropped counts messages dropped because their agent's
+	// DuplicatesDropped counts messages dropped because their run's
 	// mark covers them: a copy, under a new broker sequence, of a message
 	// applied before (a re-publish after the de-duplication window).
 	DuplicatesDropped atomic.Uint64
-	// OrderViolations counts messages dropped below their agent's mark
+	// OrderViolations counts messages dropped below their run's mark
 	// that cannot be copies of applied ones, because they were flushed
 	// after the message that set the mark: two running agents share an
-	// id, or an agent's epoch went back. Their counts are lost; the cause
-	// must be fixed (a warning says so).
+	// id and an epoch, or a run's sequence went back. Their counts are
+	// lost; the cause must be fixed (a warning says so).
 	OrderViolations atomic.Uint64
 	// MarksPruned counts marks removed after MarkTTL without a message.
 	MarksPruned atomic.Uint64
@@ -99,7 +99,7 @@ type Rollup struct {
 	failing atomic.Bool
 
 	// marksMu guards marks and markTTL. marks holds, per partition seen
-	// since its last ForgetPartition, every agent's mark as stored: read
+	// since its last ForgetPartition, every agent run's mark as stored: read
 	// once, then kept up to date by the partition's applies.
 	marksMu sync.Mutex
 	marks   map[uint32]*partMarks
@@ -109,9 +109,9 @@ type Rollup struct {
 	lastViolationWarn atomic.Int64
 }
 
-// partMarks are the marks of one partition's agents.
+// partMarks are the marks of one partition's agent runs.
 type partMarks struct {
-	agents map[string]store.Mark
+	agents map[store.MarkKey]store.Mark
 	pruned time.Time // when marks older than the TTL were last looked for
 }
 
@@ -130,7 +130,7 @@ func New(st StatsStore, now func() time.Time, logger *slog.Logger) *Rollup {
 
 // SetMarkTTL sets how long the mark of an agent that sends nothing to a
 // partition is kept (DefaultMarkTTL; zero keeps marks forever). A copy of
-// a message that arrives after its agent's mark was pruned is applied
+// a message that arrives after its run's mark was pruned is applied
 // again, so the TTL must exceed the longest time an agent may hold a
 // published but unacknowledged message (its downtime with a full outbox).
 // Call it before the first message.
@@ -163,9 +163,9 @@ func (r *Rollup) partitionMarks(ctx context.Context, p uint32, now time.Time) (*
 		if err != nil {
 			return nil, err
 		}
-		pm = &partMarks{agents: make(map[string]store.Mark, len(stored))}
+		pm = &partMarks{agents: make(map[store.MarkKey]store.Mark, len(stored))}
 		for _, m := range stored {
-			pm.agents[m.Agent] = m
+			pm.agents[m.Key()] = m
 		}
 		r.marksMu.Lock()
 		r.marks[p] = pm
@@ -186,32 +186,37 @@ func (r *Rollup) partitionMarks(ctx context.Context, p uint32, now time.Time) (*
 // pruneMarks deletes the marks of p last written before cutoff. A failure
 // is logged and the marks are kept: they are looked at again a day later.
 func (r *Rollup) pruneMarks(ctx context.Context, p uint32, pm *partMarks, cutoff time.Time) {
-	var old []string
+	var old []store.MarkKey
 	r.marksMu.Lock()
-	for a, m := range pm.agents {
+	for k, m := range pm.agents {
 		if m.UpdatedAt.Before(cutoff) {
-			old = append(old, a)
+			old = append(old, k)
 		}
 	}
 	r.marksMu.Unlock()
 	if len(old) == 0 {
 		return
 	}
-	sort.Strings(old)
+	sort.Slice(old, func(i, j int) bool {
+		if old[i].Agent != old[j].Agent {
+			return old[i].Agent < old[j].Agent
+		}
+		return old[i].Epoch < old[j].Epoch
+	})
 	if err := r.fence(ctx); err != nil {
 		return
 	}
 	if err := r.store.DeleteMarks(ctx, p, old); err != nil {
-		r.logger.Warn("cannot prune the marks of agents silent for long", "partition", p, "agents", len(old), "err", err)
+		r.logger.Warn("cannot prune the marks of agent runs silent for long", "partition", p, "marks", len(old), "err", err)
 		return
 	}
 	r.marksMu.Lock()
-	for _, a := range old {
-		delete(pm.agents, a)
+	for _, k := range old {
+		delete(pm.agents, k)
 	}
 	r.marksMu.Unlock()
 	r.stats.MarksPruned.Add(uint64(len(old)))
-	r.logger.Info("pruned the marks of agents silent for long", "partition", p, "agents", len(old), "before", cutoff)
+	r.logger.Info("pruned the marks of agent runs silent for long", "partition", p, "marks", len(old), "before", cutoff)
 }
 
 // setMark records m as its partition's mark for its agent, unless the
@@ -219,7 +224,7 @@ func (r *Rollup) pruneMarks(ctx context.Context, p uint32, pm *partMarks, cutoff
 func (r *Rollup) setMark(pm *partMarks, m store.Mark) {
 	r.marksMu.Lock()
 	if r.marks[m.Partition] == pm {
-		pm.agents[m.Agent] = m
+		pm.agents[m.Key()] = m
 	}
 	r.marksMu.Unlock()
 }
@@ -227,24 +232,24 @@ func (r *Rollup) setMark(pm *partMarks, m store.Mark) {
 // violationWarnEvery throttles the warning of an order violation.
 const violationWarnEvery = 10 * time.Second
 
-// dropCovered counts and logs message seq (b), which its agent's mark m
+// dropCovered counts and logs message seq (b), which its run's mark m
 // covers. A copy of an applied message was flushed no later than the
 // message that set the mark; one flushed after it is no copy but a
-// message its agent sent out of order (or another agent under the same
-// id), dropped all the same: applying it would move the mark back and let
-// copies of later messages count twice.
+// message its run sent out of order (or another agent under the same id
+// and epoch), dropped all the same: applying it would move the mark back
+// and let copies of later messages count twice.
 func (r *Rollup) dropCovered(seq uint64, b *partial.Batch, m store.Mark) {
 	if !b.FlushedAt.After(m.FlushedAt) {
 		r.stats.DuplicatesDropped.Add(1)
-		r.logger.Debug("dropped a message its agent's mark covers", "seq", seq, "msg_id", b.MsgID(),
+		r.logger.Debug("dropped a message its run's mark covers", "seq", seq, "msg_id", b.MsgID(),
 			"partition", b.Partition, "mark_epoch", m.Epoch, "mark_seq", m.Seq)
 		return
 	}
 	n := r.stats.OrderViolations.Add(1)
 	last := r.lastViolationWarn.Load()
 	if now := time.Now().UnixNano(); now-last >= int64(violationWarnEvery) && r.lastViolationWarn.CompareAndSwap(last, now) {
-		r.logger.Warn("dropped a message below its agent's mark that was flushed after the mark's message, so it is no copy: "+
-			"two running agents share an id, or an agent's epoch went back; its counts are lost",
+		r.logger.Warn("dropped a message below its run's mark that was flushed after the mark's message, so it is no copy: "+
+			"two running agents share an id and an epoch, or a run's sequence went back; its counts are lost",
 			"seq", seq, "msg_id", b.MsgID(), "partition", b.Partition, "flushed_at", b.FlushedAt,
 			"mark_epoch", m.Epoch, "mark_seq", m.Seq, "mark_flushed_at", m.FlushedAt, "violations", n)
 	}
@@ -358,7 +363,7 @@ func (r *Rollup) pauseApplies() (resume func()) {
 
 func (r *Rollup) apply(ctx context.Context, seq uint64, b *partial.Batch) error {
 	now := r.now()
-	// A numbered message (every agent's) is checked against its agent's
+	// A numbered message (every agent's) is checked against its run's
 	// mark: one at or below it was applied already, under another broker
 	// sequence. Seq 0 means the sender does not number its messages.
 	var pm *partMarks
@@ -373,7 +378,7 @@ func (r *Rollup) apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 			return fmt.Errorf("cannot read the marks of partition %d for seq %d: %w", b.Partition, seq, err)
 		}
 		r.marksMu.Lock()
-		m, ok := pm.agents[b.Agent]
+		m, ok := pm.agents[store.MarkKey{Agent: b.Agent, Epoch: b.Epoch}]
 		r.marksMu.Unlock()
 		if ok && m.Covers(b.Epoch, b.Seq) {
 			r.dropCovered(seq, b, m)

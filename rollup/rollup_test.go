@@ -34,6 +34,7 @@ type memStats struct {
 type markKey struct {
 	part  uint32
 	agent string
+	epoch uint64
 }
 
 func newMemStats() *memStats {
@@ -63,23 +64,23 @@ func (m *memStats) WriteStatsMark(ctx context.Context, rows []engagement.Stats, 
 		m.failMark--
 		return errWrite
 	}
-	m.marks[markKey{mk.Partition, mk.Agent}] = mk
+	m.marks[markKey{mk.Partition, mk.Agent, mk.Epoch}] = mk
 	return nil
 }
 
-func (m *memStats) DeleteMarks(_ context.Context, p uint32, agents []string) error {
+func (m *memStats) DeleteMarks(_ context.Context, p uint32, keys []store.MarkKey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, a := range agents {
-		delete(m.marks, markKey{p, a})
+	for _, k := range keys {
+		delete(m.marks, markKey{p, k.Agent, k.Epoch})
 	}
 	return nil
 }
 
-func (m *memStats) mark(p uint32, agent string) (store.Mark, bool) {
+func (m *memStats) mark(p uint32, agent string, epoch uint64) (store.Mark, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	mk, ok := m.marks[markKey{p, agent}]
+	mk, ok := m.marks[markKey{p, agent, epoch}]
 	return mk, ok
 }
 
@@ -231,7 +232,7 @@ func TestApplyRedeliveryAfterRowsWithoutMark(t *testing.T) {
 	if err := r.Apply(ctx, 7, b); !errors.Is(err, errWrite) {
 		t.Fatalf("Apply with a failing mark write = %v, want %v", err, errWrite)
 	}
-	if _, ok := st.mark(0, "a1"); ok {
+	if _, ok := st.mark(0, "a1", 1); ok {
 		t.Fatal("mark written by the failed apply")
 	}
 	if err := r.Apply(ctx, 7, b); err != nil {
@@ -240,7 +241,7 @@ func TestApplyRedeliveryAfterRowsWithoutMark(t *testing.T) {
 	if got := r.Stats().RowsSkipped.Load(); got != 2 {
 		t.Fatalf("rows skipped = %d, want 2", got)
 	}
-	if m, ok := st.mark(0, "a1"); !ok || m.Epoch != b.Epoch || m.Seq != b.Seq {
+	if m, ok := st.mark(0, "a1", 1); !ok || m.Epoch != b.Epoch || m.Seq != b.Seq {
 		t.Fatalf("mark after the redelivery = %+v, %v; want epoch %d seq %d", m, ok, b.Epoch, b.Seq)
 	}
 	if err := r.Apply(ctx, 8, b); err != nil { // re-published

@@ -24,7 +24,7 @@
 //   - Stats rows are plain values written by one writer per partition; the
 //     store never adds, it stores what it is given.
 //   - A rollup high-water mark (Mark) is one small row per (partition,
-//     agent), a plain value written by the partition's one writer with the
+//     agent, epoch), a plain value written by the partition's one writer with the
 //     Stats rows of its message: in the same transaction, or after them so
 //     that a crash leaves the mark behind the rows, never ahead.
 //   - A call that breaks the contract fails with ErrInvalid and writes nothing.

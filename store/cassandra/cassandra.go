@@ -143,7 +143,7 @@ func newStatements(ks string) statements {
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ?`,
 		readMarks:   `SELECT agent, epoch, seq, flushed_at, updated_at FROM ` + ks + `.rollup_marks WHERE part = ?`,
 		writeMark:   `INSERT INTO ` + ks + `.rollup_marks (part, agent, epoch, seq, flushed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		deleteMarks: `DELETE FROM ` + ks + `.rollup_marks WHERE part = ? AND agent IN ?`,
+		deleteMarks: `DELETE FROM ` + ks + `.rollup_marks WHERE part = ? AND agent = ? AND epoch = ?`,
 		ping:        `SELECT release_version FROM system.local`,
 	}
 }
@@ -219,8 +219,8 @@ func schema(ks string, r Replication) []string {
 			seq bigint,
 			flushed_at bigint,
 			updated_at bigint,
-			PRIMARY KEY ((part), agent)
-		) WITH comment = 'High-water marks of the rollup: per (partial-sum partition, agent) the highest flush (epoch, seq) applied. Plain values, one writer per partition (its rollup), written after the stats rows of the message. part is a uint32 stored as int; epoch and seq are uint64 stored as bigint; flushed_at (the agent clock) and updated_at (the rollup clock) are microseconds since the Unix epoch.'`,
+			PRIMARY KEY ((part), agent, epoch)
+		) WITH comment = 'High-water marks of the rollup: per (partial-sum partition, agent, run epoch) the highest flush seq applied. Plain values, one writer per partition (its rollup), written after the stats rows of the message. part is a uint32 stored as int; epoch and seq are uint64 stored as bigint; flushed_at (the agent clock) and updated_at (the rollup clock) are microseconds since the Unix epoch.'`,
 	}
 }
 

@@ -17,8 +17,8 @@
 //     as write timestamp, so entries converge in any order; one that could
 //     not be written gives ErrIndexBehind with applied = true.
 //   - Stats rows are plain values written whole, one item per batch.
-//   - A rollup high-water mark (rollup_marks, one partition per partial-sum
-//     partition) is a plain value written after its message's stats rows,
+//   - A rollup high-water mark (rollup_marks, one row per agent run in one
+//     partition per partial-sum partition) is a plain value written after its message's stats rows,
 //     under the same lease fence and write timestamp: a crash in between
 //     leaves the mark behind, never ahead of the rows.
 //

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"slices"
 
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
 )
 
-// ReadMarks returns the high-water marks of partition p, one per agent,
-// sorted by agent: one single-partition query. None is an empty slice.
+// ReadMarks returns the high-water marks of partition p, one per (agent,
+// epoch), sorted by agent and epoch: one single-partition query. None is
+// an empty slice.
 func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
 	const op = "read marks"
 	if err := store.CheckPartition(ctx, op, p); err != nil {
@@ -35,7 +38,7 @@ func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
 }
 
 // WriteStatsMark stores rows as WriteStats does and then mark m, replacing
-// the mark of (m.Partition, m.Agent), all with one write timestamp under
+// the mark of (m.Partition, m.Agent, m.Epoch), all with one write timestamp under
 // the same lease fence. The mark is written only after every row was: an
 // error may leave rows written without their mark (never a mark without
 // its rows), and the rollup's retry of the same message skips those rows by
@@ -63,24 +66,25 @@ func (s *Store) WriteStatsMark(ctx context.Context, rows []engagement.Stats, m s
 	return nil
 }
 
-// DeleteMarks removes the marks of agents in partition p (a prune of marks
-// no agent moved for long), with one single-partition delete under the
-// lease fence. Agents without a mark are ignored.
-func (s *Store) DeleteMarks(ctx context.Context, p uint32, agents []string) error {
+// DeleteMarks removes the marks keys of partition p (a prune of marks no
+// message moved for long): one unlogged batch per 100 keys, each a
+// single-partition write, under the lease fence. Keys without a mark are
+// ignored.
+func (s *Store) DeleteMarks(ctx context.Context, p uint32, keys []store.MarkKey) error {
 	const op = "delete marks"
-	if err := store.CheckPartition(ctx, op, p); err != nil {
-		return err
-	}
-	if err := store.CheckCall(ctx, op, validKeyPart, agents...); err != nil || len(agents) == 0 {
+	if err := store.CheckMarkKeys(ctx, op, validKeyPart, p, keys); err != nil || len(keys) == 0 {
 		return err
 	}
 	ts, err := s.fencedTimestamp(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
 	}
-	for chunk := range slices.Chunk(agents, maxInList) {
-		err := s.query(s.q.deleteMarks, int32(p), chunk).WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
-		if err != nil {
+	for chunk := range slices.Chunk(keys, maxInList) {
+		b := s.session.Batch(gocql.UnloggedBatch).Consistency(s.cons).WithTimestamp(ts)
+		for _, k := range chunk {
+			b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.deleteMarks, Args: []any{int32(p), k.Agent, int64(k.Epoch)}, Idempotent: true})
+		}
+		if err := b.ExecContext(ctx); err != nil {
 			return fmt.Errorf("cannot %s: %w", op, unavailable(err))
 		}
 	}

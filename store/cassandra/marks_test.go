@@ -114,7 +114,7 @@ func TestMarkWriteFenced(t *testing.T) {
 	if err := s.WriteStatsMark(ctx, rows, m); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WriteStatsMark past the lease = %v, want %v", err, context.DeadlineExceeded)
 	}
-	if err := s.DeleteMarks(ctx, 3, []string{"a"}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := s.DeleteMarks(ctx, 3, []store.MarkKey{{Agent: "a", Epoch: 1}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("DeleteMarks past the lease = %v, want %v", err, context.DeadlineExceeded)
 	}
 	got, err := s.ReadStats(t.Context(), []string{id})

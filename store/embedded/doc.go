@@ -2,8 +2,8 @@
 // ContentStats and trending lists (the records of package engagement) and
 // the rollup's high-water marks (store.Mark) in one bbolt database on local
 // disk, in six buckets whose keys join their parts with a 0x00 byte (which
-// no id contains); a mark's key is its partition as 4 big-endian bytes
-// followed by the agent. It passes the same conformance suite
+// no id contains); a mark's key is its partition as 4 big-endian bytes,
+// the agent, 0x00 and the epoch as 8 big-endian bytes. It passes the same conformance suite
 // (store/storetest) as store/cassandra.
 //
 // Invariants:

@@ -57,7 +57,8 @@ func writeMark(t *testing.T, s Store, rows []engagement.Stats, m store.Mark) {
 }
 
 // testMarksRoundTrip writes marks with and without rows and reads them
-// back: one per (partition, agent), sorted by agent, replaced whole.
+// back: one per (partition, agent, epoch), sorted by agent and epoch,
+// replaced whole.
 func testMarksRoundTrip(t *testing.T, s Store) {
 	p, other := uniqPartition(), uniqPartition()
 	if got := readMarks(t, s, p); len(got) != 0 {
@@ -77,10 +78,15 @@ func testMarksRoundTrip(t *testing.T, s Store) {
 	checkMarks(t, "ReadMarks", readMarks(t, s, p), []store.Mark{ma, mb})
 	checkMarks(t, "ReadMarks(other)", readMarks(t, s, other), []store.Mark{mo})
 
-	// A later mark of the same agent replaces the earlier one.
-	mb2 := store.Mark{Partition: p, Agent: b, Epoch: 8, Seq: 1, FlushedAt: now(), UpdatedAt: now().Add(time.Second)}
+	// A later mark of the same run replaces the earlier one; another run
+	// of the agent has a mark of its own.
+	mb2 := store.Mark{Partition: p, Agent: b, Epoch: 7, Seq: 4, FlushedAt: now(), UpdatedAt: now().Add(time.Second)}
 	writeMark(t, s, nil, mb2)
-	checkMarks(t, "ReadMarks after a newer mark", readMarks(t, s, p), []store.Mark{ma, mb2})
+	mb3 := store.Mark{Partition: p, Agent: b, Epoch: 8, Seq: 1, FlushedAt: now(), UpdatedAt: now().Add(time.Second)}
+	writeMark(t, s, nil, mb3)
+	mb0 := store.Mark{Partition: p, Agent: b, Epoch: 2, Seq: 100, FlushedAt: now(), UpdatedAt: now()}
+	writeMark(t, s, nil, mb0)
+	checkMarks(t, "ReadMarks after newer marks", readMarks(t, s, p), []store.Mark{ma, mb0, mb2, mb3})
 
 	// Extremes: the edge partitions, the largest epoch and sequence, the
 	// zero time.
@@ -107,22 +113,25 @@ func testMarksRoundTrip(t *testing.T, s Store) {
 func testMarksDelete(t *testing.T, s Store) {
 	p := uniqPartition()
 	a, b, c := uniq("a"), uniq("b"), uniq("c")
+	if a > b {
+		a, b = b, a
+	}
 	var marks []store.Mark
-	for i, agent := range []string{a, b, c} {
-		m := store.Mark{Partition: p, Agent: agent, Epoch: 1, Seq: uint64(i + 1), UpdatedAt: now()}
+	for i, k := range []store.MarkKey{{Agent: a, Epoch: 1}, {Agent: a, Epoch: 2}, {Agent: b, Epoch: 1}, {Agent: c, Epoch: 5}} {
+		m := store.Mark{Partition: p, Agent: k.Agent, Epoch: k.Epoch, Seq: uint64(i + 1), UpdatedAt: now()}
 		writeMark(t, s, nil, m)
 		marks = append(marks, m)
 	}
-	if err := s.DeleteMarks(t.Context(), p, []string{a, c, uniq("never-marked")}); err != nil {
+	if err := s.DeleteMarks(t.Context(), p, []store.MarkKey{{Agent: a, Epoch: 1}, {Agent: c, Epoch: 5}, {Agent: b, Epoch: 9}, {Agent: uniq("never-marked"), Epoch: 1}}); err != nil {
 		t.Fatalf("DeleteMarks: %v", err)
 	}
 	if err := s.DeleteMarks(t.Context(), p, nil); err != nil {
 		t.Fatalf("DeleteMarks(none): %v", err)
 	}
-	checkMarks(t, "ReadMarks after DeleteMarks", readMarks(t, s, p), marks[1:2])
+	checkMarks(t, "ReadMarks after DeleteMarks", readMarks(t, s, p), marks[1:3])
 	// A deleted mark can be written again.
 	writeMark(t, s, nil, marks[0])
-	checkMarks(t, "ReadMarks after a rewrite", readMarks(t, s, p), marks[:2])
+	checkMarks(t, "ReadMarks after a rewrite", readMarks(t, s, p), marks[:3])
 }
 
 // testMarksMisuse: a mark that cannot be keyed, a partition out of range
@@ -164,10 +173,13 @@ func testMarksMisuse(t *testing.T, s Store) {
 	if _, err := s.ReadMarks(cancelled, p); !errors.Is(err, context.Canceled) {
 		t.Fatalf("ReadMarks(cancelled) = %v; want %v", err, context.Canceled)
 	}
-	if err := s.DeleteMarks(t.Context(), p, []string{""}); !errors.Is(err, store.ErrInvalid) {
+	if err := s.DeleteMarks(t.Context(), p, []store.MarkKey{{Epoch: 1}}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("DeleteMarks(empty agent) = %v; want %v", err, store.ErrInvalid)
 	}
-	if err := s.DeleteMarks(cancelled, p, []string{"a"}); !errors.Is(err, context.Canceled) {
+	if err := s.DeleteMarks(t.Context(), store.MaxPartition+1, []store.MarkKey{{Agent: "a", Epoch: 1}}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("DeleteMarks(partition out of range) = %v; want %v", err, store.ErrInvalid)
+	}
+	if err := s.DeleteMarks(cancelled, p, []store.MarkKey{{Agent: "a", Epoch: 1}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("DeleteMarks(cancelled) = %v; want %v", err, context.Canceled)
 	}
 }
@@ -183,14 +195,10 @@ func testMarksIdempotentApply(t *testing.T, s Store) {
 	agents := []string{uniq("a"), uniq("b")}
 	apply := func(agent string, epoch, seq, streamSeq uint64, likes int64) {
 		t.Helper()
-		var mark store.Mark
 		for _, m := range readMarks(t, s, p) {
-			if m.Agent == agent {
-				mark = m
+			if m.Agent == agent && m.Covers(epoch, seq) {
+				return
 			}
-		}
-		if mark.Agent != "" && mark.Covers(epoch, seq) {
-			return
 		}
 		var rows []engagement.Stats
 		row := engagement.Stats{ContentID: id, Scope: engagement.GlobalScope}
@@ -218,12 +226,15 @@ func testMarksIdempotentApply(t *testing.T, s Store) {
 		{a, 1, 2, 4, 100},     // re-publish after the window
 		{b, 5, 1, 5, 10},      // re-publish of another agent
 		{a, 2, 1, 6, 1000},    // the agent restarted: a new epoch
-		{a, 1, 3, 7, 100_000}, // a straggler of the old epoch: already covered
+		{a, 1, 3, 7, 100_000}, // its last run's message, published after the new run's
+		{a, 1, 2, 8, 100},     // and a re-publish of that run's
+		{a, 1, 3, 9, 100_000}, // and of the one before
+		{a, 2, 1, 10, 1000},   // and of the new run's
 	} {
 		apply(m.agent, m.epoch, m.seq, m.sseq, m.likes)
 	}
 	rows := readStats(t, s, id)[id]
-	if len(rows) != 1 || rows[0].Likes != 1111 || rows[0].LastSeq != 6 {
-		t.Fatalf("after redelivered and re-published messages: %+v; want one row with 1111 likes at sequence 6", rows)
+	if len(rows) != 1 || rows[0].Likes != 101_111 || rows[0].LastSeq != 7 {
+		t.Fatalf("after redelivered and re-published messages: %+v; want one row with 101111 likes at sequence 7", rows)
 	}
 }

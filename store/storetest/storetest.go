@@ -30,7 +30,7 @@ type Store interface {
 	// The rollup's high-water marks.
 	ReadMarks(ctx context.Context, partition uint32) ([]store.Mark, error)
 	WriteStatsMark(ctx context.Context, rows []engagement.Stats, m store.Mark) error
-	DeleteMarks(ctx context.Context, partition uint32, agents []string) error
+	DeleteMarks(ctx context.Context, partition uint32, keys []store.MarkKey) error
 
 	// Trending.
 	PutTrending(ctx context.Context, t engagement.Trending) error
