@@ -12,8 +12,9 @@ import (
 )
 
 // ReadMarks returns the high-water marks of partition p, one per (agent,
-// epoch), sorted by agent and epoch: one single-partition query. None is
-// an empty slice.
+// epoch), sorted by agent and epoch (epochs as the signed bigint they are
+// stored as: one of 2^63 or more sorts first): one single-partition query.
+// None is an empty slice.
 func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
 	const op = "read marks"
 	if err := store.CheckPartition(ctx, op, p); err != nil {
