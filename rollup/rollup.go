@@ -309,10 +309,13 @@ func (d *delta) add(counter string, v int64) {
 }
 
 // Apply adds the sums of b, carried by the message with broker sequence
-// seq, to the global and regional rows of their items. Rows that already
-// hold seq are left alone. On error some rows may have been written; a
-// retry of the same message completes the rest without double counting.
-// It never runs while a recount repair re-reads and writes rows.
+// seq, to the global and regional rows of their items, and records b's
+// (agent, epoch, seq) as its run's mark in partition b.Partition. A message
+// its run's mark covers (a copy under a new broker sequence) changes
+// nothing and returns nil; rows that already hold seq are left alone. On
+// error some rows may have been written; a retry of the same message
+// completes the rest and the mark without double counting. It never runs
+// while a recount repair re-reads and writes rows.
 func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error {
 	r.applies.RLock()
 	defer r.applies.RUnlock()
