@@ -210,3 +210,98 @@ func TestReplayThroughNATS(t *testing.T) {
 		return fmt.Sprintf("%d pending (%v)", n, err), err == nil && n == 0
 	})
 }
+
+// TestReplayAcrossHandover: a shared partition goes from rollup A to
+// rollup B and back (natsjs.GroupConsumer, one store). A forgets the
+// partition when it hands it over (OnRelease calls ForgetPartition, as a
+// rollup process must), so when it gets the partition back it reads the
+// marks again and drops a copy of what B applied meanwhile.
+func TestReplayAcrossHandover(t *testing.T) {
+	scfg := natsjs.DefaultServerConfig(t.TempDir())
+	scfg.SyncAlways = false
+	srv, err := natsjs.StartServer(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	bus, err := srv.Client("rollup-handover-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bus.Close() })
+	stream := natsjs.DefaultStreamConfig()
+	stream.Partitions = 1
+	if err := bus.EnsureStream(t.Context(), stream); err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+
+	// member runs a group member for ru until the returned stop is called.
+	member := func(id string, ru *rollup.Rollup) (stop func()) {
+		t.Helper()
+		gcfg := natsjs.DefaultGroupConfig()
+		gcfg.Consumer.Stream = stream
+		gcfg.Consumer.RetryMin, gcfg.Consumer.RetryMax = 10*time.Millisecond, 50*time.Millisecond
+		gcfg.MemberTTL = time.Second
+		gcfg.MemberID = id
+		gcfg.OnRelease = func(p uint32, _ bool) { ru.ForgetPartition(p) }
+		g := bus.GroupConsumer(gcfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx, ru.Handle) }()
+		var once bool
+		stop = func() {
+			if once {
+				return
+			}
+			once = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("member %s: %v", id, err)
+			}
+		}
+		t.Cleanup(stop)
+		return stop
+	}
+	pub := bus.Publisher(stream)
+	const id = "v"
+	publish := func(b *partial.Batch, msgID string) {
+		t.Helper()
+		if err := pub.Publish(t.Context(), 0, msgID, partial.Append(nil, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := func(seq uint64, n int64) *partial.Batch {
+		return &partial.Batch{Agent: "edge-1", Region: "us", Epoch: 42, Seq: seq, FlushedAt: time.Now(),
+			Sums: []partial.Sum{{ContentID: id, Counter: "view", Region: "us", Delta: n}}}
+	}
+	waitViews := func(want int64) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, "views of "+id, func() (string, bool) {
+			got, ok := globalViews(t, st, id)
+			return fmt.Sprintf("%d (regions add up: %v)", got, ok), got == want && ok
+		})
+	}
+
+	ra, rb := rollup.New(st, nil, nil), rollup.New(st, nil, nil)
+	stopA := member("a", ra)
+	publish(batch(1, 1), batch(1, 1).MsgID())
+	waitViews(1) // A holds the partition and its marks
+	stopA()      // hands it back
+
+	stopB := member("b", rb)
+	second := batch(2, 10)
+	publish(second, second.MsgID())
+	waitViews(11)
+	stopB()
+
+	member("a2", ra) // A again, with the same Rollup
+	publish(second, second.MsgID()+"/after-the-window")
+	third := batch(3, 100)
+	publish(third, third.MsgID())
+	waitViews(111)
+	if got := ra.Stats().DuplicatesDropped.Load(); got != 1 {
+		t.Fatalf("duplicates dropped by A = %d, want 1", got)
+	}
+}
