@@ -455,3 +455,41 @@ func TestMarksRunsApart(t *testing.T) {
 		t.Fatalf("duplicates dropped = %d, want 1", got)
 	}
 }
+
+// TestMarksGauge: Stats.Marks follows the marks held in memory through
+// reads, new runs, prunes and ForgetPartition.
+func TestMarksGauge(t *testing.T) {
+	st := newMemStats()
+	ctx := context.Background()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := start
+	r := New(st, func() time.Time { return clock }, nil)
+	r.SetMarkTTL(48 * time.Hour)
+	st.marks[markKey{0, "stored", 1}] = store.Mark{Agent: "stored", Epoch: 1, Seq: 1, UpdatedAt: start}
+	gauge := func(want int64) {
+		t.Helper()
+		if got := r.Stats().Marks.Load(); got != want {
+			t.Fatalf("marks held = %d, want %d", got, want)
+		}
+	}
+	apply := func(seq uint64, b *partial.Batch) {
+		t.Helper()
+		if err := r.Apply(ctx, seq, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, flush("a", 1, 1, 0, "v", 1))
+	gauge(2) // the stored one and a's run 1
+	apply(2, flush("a", 1, 2, 0, "v", 1))
+	gauge(2)
+	apply(3, flush("a", 2, 1, 0, "v", 1))
+	apply(4, flush("a", 2, 1, 1, "v", 1))
+	gauge(4)
+	clock = start.Add(72 * time.Hour) // every mark of partition 0 is past the TTL
+	apply(5, flush("b", 1, 1, 0, "v", 1))
+	gauge(2) // b's in partition 0, a's run 2 in partition 1
+	r.ForgetPartition(1)
+	gauge(1)
+	r.ForgetPartition(1)
+	gauge(1)
+}

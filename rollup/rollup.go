@@ -69,6 +69,9 @@ type Stats struct {
 	OrderViolations atomic.Uint64
 	// MarksPruned counts marks removed after MarkTTL without a message.
 	MarksPruned atomic.Uint64
+	// Marks is the number of marks held in memory: one per agent run
+	// seen in each partition this rollup holds.
+	Marks       atomic.Int64
 	Poison      atomic.Uint64
 	ApplyErrors atomic.Uint64
 	// LagMillis is the age of the newest applied message's flush, at the
@@ -147,7 +150,10 @@ func (r *Rollup) SetMarkTTL(ttl time.Duration) {
 // marks kept here would miss them should p come back.
 func (r *Rollup) ForgetPartition(p uint32) {
 	r.marksMu.Lock()
-	delete(r.marks, p)
+	if pm := r.marks[p]; pm != nil {
+		r.stats.Marks.Add(-int64(len(pm.agents)))
+		delete(r.marks, p)
+	}
 	r.marksMu.Unlock()
 	r.ForgetTrending(p)
 }
@@ -168,7 +174,11 @@ func (r *Rollup) partitionMarks(ctx context.Context, p uint32, now time.Time) (*
 			pm.agents[m.Key()] = m
 		}
 		r.marksMu.Lock()
+		if old := r.marks[p]; old != nil {
+			r.stats.Marks.Add(-int64(len(old.agents)))
+		}
 		r.marks[p] = pm
+		r.stats.Marks.Add(int64(len(pm.agents)))
 		r.marksMu.Unlock()
 	}
 	r.marksMu.Lock()
@@ -212,7 +222,12 @@ func (r *Rollup) pruneMarks(ctx context.Context, p uint32, pm *partMarks, cutoff
 	}
 	r.marksMu.Lock()
 	for _, k := range old {
-		delete(pm.agents, k)
+		if _, ok := pm.agents[k]; ok {
+			delete(pm.agents, k)
+			if r.marks[p] == pm {
+				r.stats.Marks.Add(-1)
+			}
+		}
 	}
 	r.marksMu.Unlock()
 	r.stats.MarksPruned.Add(uint64(len(old)))
@@ -224,6 +239,9 @@ func (r *Rollup) pruneMarks(ctx context.Context, p uint32, pm *partMarks, cutoff
 func (r *Rollup) setMark(pm *partMarks, m store.Mark) {
 	r.marksMu.Lock()
 	if r.marks[m.Partition] == pm {
+		if _, ok := pm.agents[m.Key()]; !ok {
+			r.stats.Marks.Add(1)
+		}
 		pm.agents[m.Key()] = m
 	}
 	r.marksMu.Unlock()
