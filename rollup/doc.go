@@ -9,6 +9,19 @@
 //     messages in broker order, and every row stores the sequence of the
 //     last message applied to it (Stats.LastSeq), so a redelivery changes
 //     nothing it already changed and completes what it had not.
+//   - A message is applied once even when it reaches the stream twice
+//     under two broker sequences (an agent re-publishes what it holds
+//     unacknowledged, with its Nats-Msg-Id, possibly after the broker's
+//     de-duplication window): the store keeps, per (partition, agent,
+//     epoch), the highest flush seq applied (store.Mark), written with the
+//     message's rows (atomically, or after them), and a message at or
+//     below its run's mark is acknowledged and dropped
+//     (Stats.DuplicatesDropped). This relies on each run of an agent
+//     (agent id, epoch) publishing a partition's messages in increasing
+//     seq order; runs need not be ordered among themselves. A partition's
+//     marks are read once and kept in memory until ForgetPartition; marks
+//     untouched for the mark TTL (30 days) are deleted, so a copy older
+//     than that would count again.
 //   - Every sum goes to the global row and to exactly one regional row under
 //     the same sequence check, so the regional rows sum to the global one.
 //   - A recount repair never makes a correct total wrong: it writes a count

@@ -7,23 +7,82 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
+	"github.com/edgecount/edgecount/store"
 )
 
 // memStats is an in-memory StatsStore for unit tests of the apply logic.
 // failAfter > 0 makes WriteStats write that many rows and then fail, like a
 // store that crashes in the middle of a multi-row write.
+// failMark > 0 makes that many WriteStatsMark calls write their rows and
+// then fail before the mark, like the Cassandra store crashing between the
+// two. markReads counts ReadMarks calls.
 type memStats struct {
 	mu        sync.Mutex
 	rows      map[rowKey]engagement.Stats
+	marks     map[markKey]store.Mark
 	failAfter int
+	failMark  int
+	markReads int
 }
 
-func newMemStats() *memStats { return &memStats{rows: make(map[rowKey]engagement.Stats)} }
+type markKey struct {
+	part  uint32
+	agent string
+	epoch uint64
+}
+
+func newMemStats() *memStats {
+	return &memStats{rows: make(map[rowKey]engagement.Stats), marks: make(map[markKey]store.Mark)}
+}
+
+func (m *memStats) ReadMarks(_ context.Context, p uint32) ([]store.Mark, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.markReads++
+	out := []store.Mark{}
+	for k, mk := range m.marks {
+		if k.part == p {
+			out = append(out, mk)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStats) WriteStatsMark(ctx context.Context, rows []engagement.Stats, mk store.Mark) error {
+	if err := m.WriteStats(ctx, rows); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failMark > 0 {
+		m.failMark--
+		return errWrite
+	}
+	m.marks[markKey{mk.Partition, mk.Agent, mk.Epoch}] = mk
+	return nil
+}
+
+func (m *memStats) DeleteMarks(_ context.Context, p uint32, keys []store.MarkKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		delete(m.marks, markKey{p, k.Agent, k.Epoch})
+	}
+	return nil
+}
+
+func (m *memStats) mark(p uint32, agent string, epoch uint64) (store.Mark, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mk, ok := m.marks[markKey{p, agent, epoch}]
+	return mk, ok
+}
 
 var errWrite = errors.New("write failed")
 
@@ -87,8 +146,12 @@ func countersString(c map[string]int64) string {
 	return s
 }
 
+// batchSeq numbers the messages batch makes, as one agent run would.
+var batchSeq atomic.Uint64
+
+// batch returns a message of agent a1 with the next sequence of its epoch.
 func batch(region string, sums ...partial.Sum) *partial.Batch {
-	return &partial.Batch{Agent: "a1", Region: region, Epoch: 1, Seq: 1, FlushedAt: time.UnixMilli(1000), Sums: sums}
+	return &partial.Batch{Agent: "a1", Region: region, Epoch: 1, Seq: batchSeq.Add(1), FlushedAt: time.UnixMilli(1000), Sums: sums}
 }
 
 func TestApplyMergesIntoGlobalAndRegionalRows(t *testing.T) {
@@ -147,8 +210,45 @@ func TestApplyTwiceIsIdempotent(t *testing.T) {
 	if after := st.snapshot(); !maps.Equal(after, before) {
 		t.Fatalf("after redelivery rows = %v, want unchanged %v", after, before)
 	}
-	if got := r.Stats().RowsSkipped.Load(); got != 6 {
-		t.Fatalf("rows skipped = %d, want 6", got)
+	// The marks drop both before the rows are looked at.
+	if got := r.Stats().DuplicatesDropped.Load(); got != 2 {
+		t.Fatalf("duplicates dropped = %d, want 2", got)
+	}
+}
+
+// TestApplyRedeliveryAfterRowsWithoutMark: the Cassandra store writes the
+// mark after the rows; a crash in between leaves the rows written and the
+// mark behind. The redelivery (same broker sequence) skips every row by
+// its LastSeq and writes the mark, so a later re-publish is dropped.
+func TestApplyRedeliveryAfterRowsWithoutMark(t *testing.T) {
+	st := newMemStats()
+	r := New(st, nil, nil)
+	ctx := context.Background()
+	b := batch("us", partial.Sum{ContentID: "v1", Counter: "view", Region: "us", Delta: 5})
+	st.failMark = 1
+	if err := r.Apply(ctx, 7, b); !errors.Is(err, errWrite) {
+		t.Fatalf("Apply with a failing mark write = %v, want %v", err, errWrite)
+	}
+	if _, ok := st.mark(0, "a1", 1); ok {
+		t.Fatal("mark written by the failed apply")
+	}
+	if err := r.Apply(ctx, 7, b); err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+	if got := r.Stats().RowsSkipped.Load(); got != 2 {
+		t.Fatalf("rows skipped = %d, want 2", got)
+	}
+	if m, ok := st.mark(0, "a1", 1); !ok || m.Epoch != b.Epoch || m.Seq != b.Seq {
+		t.Fatalf("mark after the redelivery = %+v, %v; want epoch %d seq %d", m, ok, b.Epoch, b.Seq)
+	}
+	if err := r.Apply(ctx, 8, b); err != nil { // re-published
+		t.Fatal(err)
+	}
+	if got := st.snapshot()[rowKey{"v1", "global"}].Counters; got != "view=5;" {
+		t.Fatalf("global counters = %q, want view=5;", got)
+	}
+	if got := r.Stats().DuplicatesDropped.Load(); got != 1 {
+		t.Fatalf("duplicates dropped = %d, want 1", got)
 	}
 }
 

@@ -2,7 +2,8 @@
 // errors callers act on (ErrUnavailable, ErrInvalid), the checks every
 // implementation makes before it touches its database (CheckCall,
 // CheckUserCall, CheckRow, CheckAction, CheckUpdate, CheckScan,
-// CheckStats) and how counts are tallied (AddTally). The records it
+// CheckStats, CheckMark, CheckPartition), how counts are tallied
+// (AddTally) and the rollup's high-water marks (Mark). The records it
 // persists — per-user reactions (UserLikes), derived totals (ContentStats),
 // trending lists — are the vocabulary of package engagement.
 //
@@ -22,6 +23,10 @@
 //     together in one lookup.
 //   - Stats rows are plain values written by one writer per partition; the
 //     store never adds, it stores what it is given.
+//   - A rollup high-water mark (Mark) is one small row per (partition,
+//     agent, epoch), a plain value written by the partition's one writer with the
+//     Stats rows of its message: in the same transaction, or after them so
+//     that a crash leaves the mark behind the rows, never ahead.
 //   - A call that breaks the contract fails with ErrInvalid and writes nothing.
 //
 // The package holds no state; its functions are safe for concurrent use.

@@ -89,6 +89,7 @@ type statements struct {
 	readStats, readStatsIn, writeStats       string
 	scanStats, scanStatsItem                 string
 	putTrending, getTrending, readTrending   string
+	readMarks, writeMark, deleteMarks        string
 	ping                                     string
 }
 
@@ -140,7 +141,10 @@ func newStatements(ks string) statements {
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ? AND part = ?`,
 		readTrending: `SELECT part, as_of, item_ids, item_counts, item_errors FROM ` + ks +
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ?`,
-		ping: `SELECT release_version FROM system.local`,
+		readMarks:   `SELECT agent, epoch, seq, flushed_at, updated_at FROM ` + ks + `.rollup_marks WHERE part = ?`,
+		writeMark:   `INSERT INTO ` + ks + `.rollup_marks (part, agent, epoch, seq, flushed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		deleteMarks: `DELETE FROM ` + ks + `.rollup_marks WHERE part = ? AND agent = ? AND epoch = ?`,
+		ping:        `SELECT release_version FROM system.local`,
 	}
 }
 
@@ -151,6 +155,7 @@ func (q *statements) all() []string {
 		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
 		q.scanStats, q.scanStatsItem,
 		q.putTrending, q.getTrending, q.readTrending,
+		q.readMarks, q.writeMark, q.deleteMarks,
 	}
 }
 
@@ -204,6 +209,18 @@ func schema(ks string, r Replication) []string {
 			item_errors frozen<list<bigint>>,
 			PRIMARY KEY ((scope, counter_name, window_name), part)
 		) WITH comment = 'Top-K lists, one row per partial-sum partition (one writer each); the three item lists are parallel. part is a uint32 stored as int; as_of is microseconds since the Unix epoch.'`,
+		// One partition per partial-sum partition: the rollup that takes a
+		// partition over reads every agent's mark in one single-partition
+		// query.
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.rollup_marks (
+			part int,
+			agent text,
+			epoch bigint,
+			seq bigint,
+			flushed_at bigint,
+			updated_at bigint,
+			PRIMARY KEY ((part), agent, epoch)
+		) WITH comment = 'High-water marks of the rollup: per (partial-sum partition, agent, run epoch) the highest flush seq applied. Plain values, one writer per partition (its rollup), written after the stats rows of the message. part is a uint32 stored as int; epoch and seq are uint64 stored as bigint; flushed_at (the agent clock) and updated_at (the rollup clock) are microseconds since the Unix epoch.'`,
 	}
 }
 

@@ -3,7 +3,7 @@
 // Apache Cassandra 5.0 keyspace, through the Apache gocql driver
 // (github.com/apache/cassandra-gocql-driver/v2). It passes the same
 // conformance suite (store/storetest) as store/embedded. Open creates the
-// keyspace and its four tables if missing and never alters them.
+// keyspace and its five tables if missing and never alters them.
 //
 // Invariants:
 //   - A user_likes row changes only by lightweight transaction, never by a
@@ -17,6 +17,10 @@
 //     as write timestamp, so entries converge in any order; one that could
 //     not be written gives ErrIndexBehind with applied = true.
 //   - Stats rows are plain values written whole, one item per batch.
+//   - A rollup high-water mark (rollup_marks, one row per agent run in one
+//     partition per partial-sum partition) is a plain value written after its message's stats rows,
+//     under the same lease fence and write timestamp: a crash in between
+//     leaves the mark behind, never ahead of the rows.
 //
 // Errors wrap store.ErrUnavailable (unreachable, timeout, overload, closed),
 // ErrInvalid (a call that breaks the contract; nothing written) or

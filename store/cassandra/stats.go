@@ -148,25 +148,43 @@ func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	if err := store.CheckStats(ctx, op, validKeyPart, rows, true); err != nil || len(rows) == 0 {
 		return err
 	}
-	groups := groupByItem(rows)
-	ts := s.writeTimestamp()
-	// A writer whose deadline (a partition lease) passed before its write
-	// timestamp was taken must not write: its rows would carry a timestamp
-	// after the lease and could beat the next owner's. Taken before the
-	// deadline, the timestamp loses to every write of the next owner
-	// (clocks within the lease's fence margin).
-	if dl, ok := ctx.Deadline(); ok && ts >= dl.UnixMicro() {
-		return fmt.Errorf("cannot %s: %w", op, context.DeadlineExceeded)
+	ts, err := s.fencedTimestamp(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
 	}
+	if err := s.writeRows(ctx, rows, ts); err != nil {
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return nil
+}
+
+// fencedTimestamp returns a write timestamp (writeTimestamp) for a write
+// that ctx's deadline fences. A writer whose deadline (a partition lease)
+// passed before its write timestamp was taken must not write: its rows
+// would carry a timestamp after the lease and could beat the next owner's.
+// Taken before the deadline, the timestamp loses to every write of the
+// next owner (clocks within the lease's fence margin).
+func (s *Store) fencedTimestamp(ctx context.Context) (int64, error) {
+	ts := s.writeTimestamp()
+	if dl, ok := ctx.Deadline(); ok && ts >= dl.UnixMicro() {
+		return 0, context.DeadlineExceeded
+	}
+	return ts, nil
+}
+
+// writeRows writes rows at timestamp ts, one item per batch, items in
+// parallel.
+func (s *Store) writeRows(ctx context.Context, rows []engagement.Stats, ts int64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	groups := groupByItem(rows)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fanOut)
 	for _, group := range groups {
 		g.Go(func() error { return s.writeItem(gctx, group, ts) })
 	}
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return nil
+	return g.Wait()
 }
 
 // groupByItem groups rows by content id in order of first appearance. Of

@@ -69,6 +69,10 @@ var (
 	bucketStats     = []byte("content_stats")
 	bucketTrending  = []byte("trending")
 	bucketMeta      = []byte("meta")
+	// bucketMarks holds the rollup's high-water marks. A file written
+	// before marks existed gets the bucket at Open; the layout version
+	// stays 1 (older code ignores the bucket).
+	bucketMarks = []byte("marks")
 )
 
 // schemaVersion is the key layout this package reads and writes.
@@ -137,7 +141,7 @@ func Open(cfg Config) (*Store, error) {
 
 // initBuckets creates the buckets if missing and checks the layout version.
 func initBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketLikes, bucketByContent, bucketStats, bucketTrending, bucketMeta} {
+	for _, name := range [][]byte{bucketLikes, bucketByContent, bucketStats, bucketTrending, bucketMeta, bucketMarks} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("cannot create bucket %s: %w", name, err)
 		}

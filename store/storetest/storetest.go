@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // Store is the behaviour every store implementation shares.
@@ -25,6 +26,11 @@ type Store interface {
 	// ContentStats.
 	ReadStats(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
 	WriteStats(ctx context.Context, rows []engagement.Stats) error
+
+	// The rollup's high-water marks.
+	ReadMarks(ctx context.Context, partition uint32) ([]store.Mark, error)
+	WriteStatsMark(ctx context.Context, rows []engagement.Stats, m store.Mark) error
+	DeleteMarks(ctx context.Context, partition uint32, keys []store.MarkKey) error
 
 	// Trending.
 	PutTrending(ctx context.Context, t engagement.Trending) error
@@ -55,6 +61,10 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"Stats/Batch", testStatsBatch},
 		{"Stats/Overwrite", testStatsOverwrite},
 		{"Stats/IdempotentApply", testStatsIdempotent},
+		{"Marks/RoundTrip", testMarksRoundTrip},
+		{"Marks/Delete", testMarksDelete},
+		{"Marks/Misuse", testMarksMisuse},
+		{"Marks/IdempotentApply", testMarksIdempotentApply},
 		{"Trending", testTrending},
 		{"Trending/Partitions", testTrendingPartitions},
 	})
