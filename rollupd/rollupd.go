@@ -110,19 +110,9 @@ func (p *Process) released(part uint32, handedBack bool) {
 		}
 		cancel()
 	}
-	forget(p.ru, part)
-}
-
-// forget drops the rollup's in-memory state of a partition: with the
-// per-(agent, partition) marks, ForgetPartition (marks and trending);
-// without them, ForgetTrending. The check only bridges the two branches
-// being merged; once rollup.Rollup has ForgetPartition, call it directly.
-func forget(ru *rollup.Rollup, part uint32) {
-	if f, ok := any(ru).(interface{ ForgetPartition(uint32) }); ok {
-		f.ForgetPartition(part)
-		return
-	}
-	ru.ForgetTrending(part)
+	// Marks and trending state: the partition may come back later, after
+	// another rollup moved its marks on.
+	p.ru.ForgetPartition(part)
 }
 
 // Rollup returns the rollup.
