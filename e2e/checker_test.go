@@ -95,7 +95,7 @@ type loadConfig struct {
 
 func defaultLoadConfig() loadConfig {
 	return loadConfig{
-		items: 300, batch: 100, rate: 1500, workers: 32, timeout: 2 * time.Second,
+		items: 300, batch: 100, rate: 1500, workers: 32, timeout: 5 * time.Second,
 		users: 16, rxItems: 4, pace: 200 * time.Millisecond, rxTimeout: 10 * time.Second,
 	}
 }
@@ -156,27 +156,31 @@ func newLoad(cfg loadConfig, urls []string) *load {
 	return l
 }
 
-// start begins the load: a pacer hands out one token per batch interval
-// to the increment workers (a token no worker is free to take is counted
-// as skipped), and one goroutine per user toggles reactions.
+// start begins the load: a pacer hands out one token per batch due at
+// the configured rate to the increment workers (catching up after a late
+// tick; a token no worker is free to take is counted as skipped), and one
+// goroutine per user toggles reactions.
 func (l *load) start() {
 	l.began = time.Now()
 	tokens := make(chan struct{}, l.cfg.workers)
-	interval := time.Duration(float64(time.Second) * float64(l.cfg.batch) / float64(l.cfg.rate))
 	l.wg.Go(func() {
-		tk := time.NewTicker(interval)
+		tk := time.NewTicker(10 * time.Millisecond)
 		defer tk.Stop()
+		issued := 0
 		for {
 			select {
 			case <-l.stopCh:
 				return
 			case <-tk.C:
-				select {
-				case tokens <- struct{}{}:
-				default:
-					l.mu.Lock()
-					l.stats.batchesSkipped++
-					l.mu.Unlock()
+				due := int(time.Since(l.began).Seconds() * float64(l.cfg.rate) / float64(l.cfg.batch))
+				for ; issued < due; issued++ {
+					select {
+					case tokens <- struct{}{}:
+					default:
+						l.mu.Lock()
+						l.stats.batchesSkipped++
+						l.mu.Unlock()
+					}
 				}
 			}
 		}
