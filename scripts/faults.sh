@@ -26,9 +26,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
+# resume_cassandra: a row that freezes the Cassandra JVM resumes it when it
+# ends, even when it fails; a go test killed in between (timeout, ^C)
+# cannot, so resume a JVM left stopped here.
+resume_cassandra() {
+	local pid state
+	for pid in $(pgrep -f org.apache.cassandra.service.CassandraDaemon || true); do
+		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+		if [[ $state == T ]]; then
+			kill -CONT "$pid"
+			echo "== resumed the Cassandra JVM (pid $pid) the run left frozen"
+		fi
+	done
+}
+
 started=()
 cleanup() {
 	local s
+	resume_cassandra
 	for s in "${started[@]}"; do
 		"./scripts/$s.sh" stop || true
 	done
