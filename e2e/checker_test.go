@@ -525,15 +525,21 @@ type drainResult struct {
 
 // drainTimes bound the wait for the totals.
 type drainTimes struct {
-	quiet   time.Duration // unchanged this long and matching: drained
-	stuck   time.Duration // unchanged this long and not matching: give up
-	timeout time.Duration // after the end of the load: give up
+	quiet time.Duration // unchanged this long and matching: drained
+	stuck time.Duration // unchanged this long and not matching: give up
+	// stuckReactions replaces stuck when only reaction totals differ:
+	// those the recount job repairs from the rows.
+	stuckReactions time.Duration
+	timeout        time.Duration // after the end of the load: give up
 }
 
 func defaultDrainTimes() drainTimes {
 	// stuck outlasts the broker's redelivery of an unacknowledged message
-	// (nats.ack_wait, 30 s by default) and a partition's handover.
-	return drainTimes{quiet: 5 * time.Second, stuck: 35 * time.Second, timeout: 150 * time.Second}
+	// (nats.ack_wait, 30 s by default) and a partition's handover;
+	// stuckReactions outlasts a recount pass (rollup.recount.interval,
+	// 1 min by default) after the item's quiet period (recount.quiet,
+	// 30 s by default at a 200 ms flush).
+	return drainTimes{quiet: 5 * time.Second, stuck: 35 * time.Second, stuckReactions: 100 * time.Second, timeout: 150 * time.Second}
 }
 
 // drain polls the totals (and the rows of pairs to settle) through the
@@ -566,15 +572,22 @@ func (l *load) drain(dt drainTimes) drainResult {
 				last, lastRows, lastChange, have = t, rows, now, true
 			}
 			v = judge(g, t, rows)
+			stuck := dt.stuck
+			if v.ViewsLost == 0 && v.ViewsDoubled == 0 {
+				stuck = dt.stuckReactions
+			}
 			switch {
 			case v.ok() && now.Sub(lastChange) >= dt.quiet:
 				return drainResult{v: v, took: max(0, lastChange.Sub(l.ended)), settled: true, how: "matched"}
-			case !v.ok() && now.Sub(lastChange) >= dt.stuck:
-				return drainResult{v: v, took: now.Sub(l.ended), how: fmt.Sprintf("stopped changing for %v without matching", dt.stuck)}
+			case !v.ok() && now.Sub(lastChange) >= stuck:
+				return drainResult{v: v, took: now.Sub(l.ended), how: fmt.Sprintf("stopped changing for %v without matching", stuck)}
 			}
 		}
 		if now.Sub(l.ended) > dt.timeout {
-			how := fmt.Sprintf("still changing after %v", dt.timeout)
+			how := fmt.Sprintf("still changing when the %v timeout passed", dt.timeout)
+			if have && !v.ok() {
+				how = fmt.Sprintf("not matching when the %v timeout passed, %.0f s after the last change", dt.timeout, now.Sub(lastChange).Seconds())
+			}
 			if !have {
 				how = fmt.Sprintf("no totals read in %v: %v", dt.timeout, lastErr)
 			}
