@@ -242,7 +242,7 @@ func runRow(t *testing.T, row faultRow, short bool) {
 			r.note("%s", r.vacuous)
 		}
 		if why, known := knownLossRows[row.name]; known {
-			r.note("passes although listed in knownLossRows (%s): remove it from the list", why)
+			r.note("passed this run although listed in knownLossRows (%s): remove it once it passes every run", why)
 		}
 		return
 	}
