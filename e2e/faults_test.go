@@ -32,6 +32,9 @@ import (
 // transaction; 6 s is the store's default and keeps that margin.
 const cassTimeout = 6 * time.Second
 
+// faultPartitions is the partition count of faultConfig's region file.
+const faultPartitions = 4
+
 // faultServers returns the NATS, Redis and Cassandra addresses, failing
 // (under CI) or skipping when one of needed is not reachable.
 func faultServers(t *testing.T, redis bool) (natsAddr, redisAddr, cassAddr string) {
@@ -58,7 +61,7 @@ func faultConfig(t *testing.T, natsAddr, redisAddr, cassAddr string) (file, run 
 	}
 	cfg := fmt.Sprintf(`region: us-east
 regions: [us-east, eu-west]
-partitions: 4
+partitions: %d
 agent:
   flush_interval: 200ms
 nats:
@@ -74,7 +77,7 @@ cassandra:
   keyspace: %s
   replication_factor: 1
   timeout: %s
-`, natsAddr, strings.ToUpper(run), run, run, redisAddr, host, port, run, cassTimeout)
+`, faultPartitions, natsAddr, strings.ToUpper(run), run, run, redisAddr, host, port, run, cassTimeout)
 	file = filepath.Join(t.TempDir(), "us-east.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
