@@ -330,9 +330,13 @@ func (a *Agent) addDeltas(content string, deltas []Delta) {
 }
 
 // sameRow reports whether row is x: the same incarnation, version, action
-// and recording region.
+// and recording region, written at the same microsecond (the precision
+// every store keeps). The time tells this agent's write from another
+// agent's identical change of the same row (same region, same version),
+// which would otherwise be taken for ours and counted twice.
 func sameRow(row, x engagement.Reaction) bool {
-	return row.Incarnation == x.Incarnation && row.Version == x.Version && row.Action == x.Action && row.Region == x.Region
+	return row.Incarnation == x.Incarnation && row.Version == x.Version && row.Action == x.Action && row.Region == x.Region &&
+		row.UpdatedAt.UnixMicro() == x.UpdatedAt.UnixMicro()
 }
 
 // settle decides an intent from the row as it is now:

@@ -432,20 +432,24 @@ func TestReplaySettlesIntents(t *testing.T) {
 		action   engagement.Action
 		after    bool // the write reached the store before the kill
 		meddle   bool // another region's agent changes the row meanwhile
+		same     bool // another agent of this region makes the same change meanwhile
 		wantLike int64
 		wantDis  int64
 		wantRow  engagement.Action
 		applied  uint64
 		ambig    uint64
 	}{
-		{"insert applied", engagement.ActionNone, engagement.ActionLike, true, false, 1, 0, engagement.ActionLike, 1, 0},
-		{"insert redone", engagement.ActionNone, engagement.ActionLike, false, false, 1, 0, engagement.ActionLike, 1, 0},
-		{"update applied", engagement.ActionLike, engagement.ActionDislike, true, false, 0, 1, engagement.ActionDislike, 1, 0},
-		{"update redone", engagement.ActionLike, engagement.ActionDislike, false, false, 0, 1, engagement.ActionDislike, 1, 0},
-		{"undo applied", engagement.ActionLike, engagement.ActionNone, true, false, 0, 0, engagement.ActionNone, 1, 0},
-		{"undo redone", engagement.ActionLike, engagement.ActionNone, false, false, 0, 0, engagement.ActionNone, 1, 0},
-		{"insert ambiguous", engagement.ActionNone, engagement.ActionLike, false, true, 0, 0, engagement.ActionDislike, 0, 1},
-		{"update ambiguous", engagement.ActionLike, engagement.ActionDislike, false, true, 1, 0, engagement.ActionNone, 0, 1},
+		{"insert applied", engagement.ActionNone, engagement.ActionLike, true, false, false, 1, 0, engagement.ActionLike, 1, 0},
+		{"insert redone", engagement.ActionNone, engagement.ActionLike, false, false, false, 1, 0, engagement.ActionLike, 1, 0},
+		{"update applied", engagement.ActionLike, engagement.ActionDislike, true, false, false, 0, 1, engagement.ActionDislike, 1, 0},
+		{"update redone", engagement.ActionLike, engagement.ActionDislike, false, false, false, 0, 1, engagement.ActionDislike, 1, 0},
+		{"undo applied", engagement.ActionLike, engagement.ActionNone, true, false, false, 0, 0, engagement.ActionNone, 1, 0},
+		{"undo redone", engagement.ActionLike, engagement.ActionNone, false, false, false, 0, 0, engagement.ActionNone, 1, 0},
+		{"insert ambiguous", engagement.ActionNone, engagement.ActionLike, false, true, false, 0, 0, engagement.ActionDislike, 0, 1},
+		{"update ambiguous", engagement.ActionLike, engagement.ActionDislike, false, true, false, 1, 0, engagement.ActionNone, 0, 1},
+		// The row then looks like the intended one but for its write time:
+		// counting it would count the other agent's change twice.
+		{"update made by another agent", engagement.ActionLike, engagement.ActionDislike, false, false, true, 1, 0, engagement.ActionDislike, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -474,6 +478,17 @@ func TestReplaySettlesIntents(t *testing.T) {
 			close(ss.release)
 			if err := <-done; err == nil {
 				t.Fatal("the reaction whose agent was killed was acknowledged")
+			}
+			if tt.same {
+				row, _, err := st.GetReaction(ctx, "u", "c")
+				if err != nil {
+					t.Fatal(err)
+				}
+				next := row
+				next.Action, next.Version, next.UpdatedAt = tt.action, row.Version+1, time.Now().Add(time.Millisecond)
+				if ok, err := st.UpdateReaction(ctx, row, next); err != nil || !ok {
+					t.Fatalf("the other agent's update: %v %v", ok, err)
+				}
 			}
 			if tt.meddle {
 				// Another region's agent changes the row meanwhile.
