@@ -16,8 +16,8 @@ func TestShardChangeReachesEveryAgent(t *testing.T) {
 	natsAddr, redisAddr, cassAddr := faultServers(t, true)
 	agentBin, _ := binaries(t)
 	file, run := faultConfig(t, natsAddr, redisAddr, cassAddr)
-	a1 := start(t, "edge-agent-1", agentBin, "--config", file, "--http", "127.0.0.1:0", "--agent-id", run+"-a1")
-	a2 := start(t, "edge-agent-2", agentBin, "--config", file, "--http", "127.0.0.1:0", "--agent-id", run+"-a2")
+	a1 := start(t, "edge-agent-1", agentBin, "--config", file, "--http", "127.0.0.1:0", "--agent-id", run+"-a1", "--data", t.TempDir())
+	a2 := start(t, "edge-agent-2", agentBin, "--config", file, "--http", "127.0.0.1:0", "--agent-id", run+"-a2", "--data", t.TempDir())
 	for _, a := range []*proc{a1, a2} { // make the counter live on both agents
 		post(t, a.base+"/v1/increments", map[string]any{"increments": []map[string]any{{"content_id": "hot-" + run, "counter": "view", "delta": 1}}})
 	}

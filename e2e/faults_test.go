@@ -213,7 +213,7 @@ func TestRedisDownNeverStopsWrites(t *testing.T) {
 	agentBin, rollupBin := binaries(t)
 	cfgFile, run := faultConfig(t, natsAddr, deadAddr(t), cassAddr)
 	ru := start(t, "rollup", rollupBin, "--config", cfgFile, "--http", "127.0.0.1:0")
-	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run)
+	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run, "--data", t.TempDir())
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	want := counts{Counters: map[string]int64{}}
@@ -337,7 +337,7 @@ func TestCassandraPauseGives503ThenConverges(t *testing.T) {
 	agentBin, rollupBin := binaries(t)
 	cfgFile, run := faultConfig(t, natsAddr, redisAddr, cassAddr)
 	ru := start(t, "rollup", rollupBin, "--config", cfgFile, "--http", "127.0.0.1:0")
-	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run)
+	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run, "--data", t.TempDir())
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	mustPost := func(url string, body any, want int) {

@@ -165,8 +165,9 @@ func TestAgentAndRollupProcesses(t *testing.T) {
 	startRollup := func() *proc {
 		return start(t, "rollup", rollupBin, "--config", cfgFile, "--http", "127.0.0.1:0")
 	}
+	agentData := t.TempDir() // kept across the agent's restarts, as its log must be
 	startAgent := func() *proc {
-		return start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run)
+		return start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run, "--data", agentData)
 	}
 	ru := startRollup()
 	ag := startAgent()

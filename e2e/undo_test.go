@@ -23,7 +23,7 @@ func TestTogglesAcrossCassandraPause(t *testing.T) {
 	agentBin, rollupBin := binaries(t)
 	cfgFile, run := faultConfig(t, natsAddr, redisAddr, cassAddr)
 	start(t, "rollup", rollupBin, "--config", cfgFile, "--http", "127.0.0.1:0")
-	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run)
+	ag := start(t, "edge-agent", agentBin, "--config", cfgFile, "--http", "127.0.0.1:0", "--agent-id", "us-east-"+run, "--data", t.TempDir())
 	client := &http.Client{Timeout: 60 * time.Second}
 
 	resume := resumer(t, pid)
