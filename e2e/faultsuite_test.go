@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/config"
+	"github.com/edgecount/edgecount/natsjs"
 )
 
 // The fault-injection suite (DESIGN.md, G15: acknowledged writes lost and
@@ -361,22 +364,57 @@ func runNATSRestartRollupKill(t *testing.T, r *rowRun) {
 	victim := rand.IntN(len(s.rollups))
 	s.killRollup(victim)
 	killed := time.Now()
-	// The survivor must become every partition's writer.
+	// The survivor must become every partition's writer within the bound
+	// of the rollups' own configuration (HandoverBound). The bound is the
+	// longer of the membership's (1.25·member_ttl + 250ms) and AckWait,
+	// and after a broker restart AckWait is what counts: a message that
+	// was in flight when the broker stopped (delivered, and then lost on
+	// the way or its ack lost) is delivered again only AckWait after its
+	// delivery, to whoever owns its partition then, and until then no
+	// member holds that partition's pin. The row's rollups run with the
+	// default nats.ack_wait (30s), so the bound is 30s, not 10s.
+	gc := rowGroupConfig(t, s.cfgFile)
+	bound, viewBound := gc.HandoverBound(), gc.MemberTTL+gc.MemberTTL/4+250*time.Millisecond
+	const slack = 2 * time.Second // a round trip and the second-rounded pending times the broker restores
 	survivor := s.rollups[1-victim]
+	var assignedAt time.Duration
 	for {
+		since := time.Since(killed)
+		if assignedAt == 0 && metric(t, survivor.base, "edgecount_group_partitions_assigned") == faultPartitions {
+			assignedAt = since
+			r.note("the surviving rollup was assigned all %d partitions %.1f s after the kill (membership bound %v)", faultPartitions, since.Seconds(), viewBound)
+			if since > viewBound+slack {
+				t.Errorf("the surviving rollup was assigned every partition %v after the kill, want within %v", since, viewBound+slack)
+			}
+		}
 		owned := metric(t, survivor.base, "edgecount_group_partitions_owned")
 		if owned == faultPartitions {
-			r.note("the surviving rollup owned all %d partitions %.1f s after the kill", faultPartitions, time.Since(killed).Seconds())
+			r.note("owned all %d partitions %.1f s after the kill (handover bound %v)", faultPartitions, since.Seconds(), bound)
 			break
 		}
-		if time.Since(killed) > 15*time.Second {
-			r.note("the surviving rollup owned %v of %d partitions 15 s after the kill", owned, faultPartitions)
-			t.Errorf("the surviving rollup owns %v of %d partitions 15 s after the other was killed", owned, faultPartitions)
+		if since > bound+slack {
+			r.note("the surviving rollup owned %v of %d partitions %v after the kill (handover bound %v)", owned, faultPartitions, bound+slack, bound)
+			t.Errorf("the surviving rollup owns %v of %d partitions %v after the other was killed, want all within HandoverBound %v + %v",
+				owned, faultPartitions, since.Round(100*time.Millisecond), bound, slack)
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	r.hold(time.Until(killed.Add(15 * time.Second)))
+}
+
+// rowGroupConfig is the group configuration the row's rollups run with:
+// their region file and the environment they inherit.
+func rowGroupConfig(t *testing.T, file string) natsjs.GroupConfig {
+	t.Helper()
+	c := config.Default()
+	if err := c.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyEnv(os.Getenv); err != nil {
+		t.Fatal(err)
+	}
+	return c.GroupConfig(nil)
 }
 
 func runCassandraPause(t *testing.T, r *rowRun) {

@@ -624,3 +624,85 @@ func TestStreamCreatedAgainStartsAboveOldSequences(t *testing.T) {
 		t.Errorf("firstSeq(1000µs, seen 5000) = %d, want 5001", got)
 	}
 }
+
+// TestGroupFailoverSoonAfterBrokerRestart is the fault row
+// nats-restart-rollup-kill with its timings scaled down by 5 (MemberTTL
+// 5s → 1s, the default AckWait 30s → 6s, the kill 5s after the broker is
+// back → 1s): the broker restarts under load and a member dies while
+// partitions are still waiting for a message that was in flight when the
+// broker stopped. The broker delivers such a message again only AckWait
+// after it first delivered it, and until then nobody holds that
+// partition's pin, so the survivor owns every partition only then: later
+// than the membership's 1.25·MemberTTL + 250ms and than the row's old
+// check (3·MemberTTL), but within HandoverBound, which is AckWait here.
+func TestGroupFailoverSoonAfterBrokerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a broker; -short")
+	}
+	const parts = 4
+	b := newBroker(t)
+	_, js := b.dial("agent")
+	cfg := testStreamConfig(parts)
+	if err := EnsureStream(t.Context(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	gcfg := func(id string) GroupConfig {
+		c := testGroupConfig(t, cfg, id)
+		c.Consumer.AckWait = 6 * time.Second
+		c.FenceMargin = 0 // AckWait/3, as in production
+		return c
+	}
+	log := newApplyLog()
+	slow := func(id string) Handler { // a store write takes a few ms
+		h := log.handler(id)
+		return func(ctx context.Context, seq uint64, data []byte) error {
+			time.Sleep(5 * time.Millisecond)
+			return h(ctx, seq, data)
+		}
+	}
+	a := tcpMember(t, b, gcfg("m0"), slow("m0"))
+	d := tcpMember(t, b, gcfg("m1"), slow("m1"))
+	testenv.Eventually(t, 10*time.Second, "two members sharing the partitions", converged(parts, a, d))
+	ld := startLoader(t, NewPublisher(js, cfg).WithLogger(testLogger(t)), parts)
+	testenv.Eventually(t, 10*time.Second, "both members applying", testenv.Until(func() bool {
+		return log.count("m0") > 20 && log.count("m1") > 20
+	}))
+
+	stopped := time.Now()
+	b.stop(false)
+	b.start()
+	time.Sleep(a.g.Config().MemberTTL) // the row kills 5s (one MemberTTL) after the broker is back
+	killed := time.Now()
+	d.nc.Close()
+	if err := d.run.wait(t); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Run of the killed member: got %v, want ErrConnectionClosed", err)
+	}
+	gc := a.g.Config()
+	bound, viewBound := gc.HandoverBound(), gc.MemberTTL+gc.MemberTTL/4+250*time.Millisecond
+	var assigned time.Duration
+	testenv.Eventually(t, 30*time.Second, "the survivor to own every partition", func() (string, bool) {
+		st := a.g.Stats()
+		if assigned == 0 && st.Members == 1 && st.Assigned == parts {
+			assigned = time.Since(killed)
+		}
+		return owns(a, parts)
+	})
+	took := time.Since(killed)
+	if err := ld.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, log, ld, 30*time.Second)
+	acked, attempted := ld.snapshot()
+	log.check(t, acked, attempted)
+	t.Logf("kill %v after the stop: survivor assigned every partition %v after the kill (bound %v), owned every partition %v after the kill = %v after the stop (HandoverBound %v, AckWait %v); acked %d; stats %+v",
+		killed.Sub(stopped).Round(time.Millisecond), assigned.Round(time.Millisecond), viewBound, took.Round(time.Millisecond),
+		(killed.Sub(stopped) + took).Round(time.Millisecond), bound, gc.Consumer.AckWait, len(acked), a.g.Stats())
+	if limit := viewBound + time.Second; assigned > limit {
+		t.Errorf("survivor assigned every partition %v after the kill, want within %v", assigned, limit)
+	}
+	// The bound plus a round trip and the broker's pending times, which it
+	// restores rounded to the second; slack for a shared machine.
+	if limit := bound + 1500*time.Millisecond; took > limit {
+		t.Errorf("survivor owned every partition %v after the kill, want within %v (HandoverBound + 1.5s)", took, limit)
+	}
+}
