@@ -44,8 +44,6 @@ var knownLossRows = map[string]string{
 	"agent-kill": "views are exact since the durable log (lost 0, doubled 0), but a reaction intent settled after a kill " +
 		"can be counted twice or not at all when the user's retry went through the other agent meanwhile " +
 		"(seen: reactions doubled 2): the settle cannot yet tell every row history apart",
-	"nats-restart-rollup-kill": "totals are exact since the broker-restart recovery (lost 0, doubled 0), but in one run " +
-		"the surviving rollup owned 2 of 4 partitions 15 s after the kill (bound max(1.25 member_ttl, ack_wait) = 10 s)",
 	"cassandra-pause": "in about one run in three, reactions whose outcome the store could not settle while Cassandra was frozen " +
 		"leave the reaction totals off the rows by a few (seen: doubled 2, lost 4 and doubled 4); the recount repairs a total below " +
 		"its count but leaves one above it (\"may be short\"): not the durable log, a store/recount fix",
