@@ -10,6 +10,7 @@ import (
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
+	"github.com/edgecount/edgecount/natsjs/natsjstest"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
@@ -131,21 +132,9 @@ func TestReplayOnEmbeddedStore(t *testing.T) {
 func TestReplayThroughNATS(t *testing.T) {
 	scfg := natsjs.DefaultServerConfig(t.TempDir())
 	scfg.SyncAlways = false
-	srv, err := natsjs.StartServer(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	bus, err := srv.Client("rollup-replay-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Close() })
 	stream := natsjs.DefaultStreamConfig()
 	stream.Partitions = 2
-	if err := bus.EnsureStream(t.Context(), stream); err != nil {
-		t.Fatal(err)
-	}
+	bus := natsjstest.Stream(t, scfg, "rollup-replay-test", stream)
 	st := openStore(t, filepath.Join(t.TempDir(), "db"))
 	t.Cleanup(func() { st.Close() })
 	r := rollup.New(st, nil, nil)
@@ -219,21 +208,9 @@ func TestReplayThroughNATS(t *testing.T) {
 func TestReplayAcrossHandover(t *testing.T) {
 	scfg := natsjs.DefaultServerConfig(t.TempDir())
 	scfg.SyncAlways = false
-	srv, err := natsjs.StartServer(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	bus, err := srv.Client("rollup-handover-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Close() })
 	stream := natsjs.DefaultStreamConfig()
 	stream.Partitions = 1
-	if err := bus.EnsureStream(t.Context(), stream); err != nil {
-		t.Fatal(err)
-	}
+	bus := natsjstest.Stream(t, scfg, "rollup-handover-test", stream)
 	st := openStore(t, filepath.Join(t.TempDir(), "db"))
 	t.Cleanup(func() { st.Close() })
 
