@@ -2,6 +2,7 @@ package engagement
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -67,6 +68,40 @@ type Reaction struct {
 	// so a row re-created after an undo is never taken for the deleted one.
 	Incarnation uint64
 	UpdatedAt   time.Time
+	// Token names a write: on the row passed to InsertReaction or
+	// UpdateReaction it names that write, on the row passed to
+	// DeleteReaction the undo. The writer picks it at random (non-zero)
+	// and logs it before the write, so that it can settle a lost answer by
+	// looking for it in Writers; zero lets the store pick one. Reads leave
+	// it zero.
+	Token uint64
+	// Writers are the tokens of the row's last writes, oldest first, at
+	// most MaxWriters, as a read returns them. A row keeps them across an
+	// undo: a read that finds no row returns the undone row's Writers.
+	// Writes ignore the field of the row they are given, except that
+	// UpdateReaction and DeleteReaction extend prev's (pass prev as read).
+	Writers []uint64
+}
+
+// MaxWriters bounds Reaction.Writers. A write whose token is not among a
+// row's Writers did not apply, unless MaxWriters later writes pushed it
+// out.
+const MaxWriters = 8
+
+// WrittenBy reports whether the write named token is among r's Writers.
+func (r *Reaction) WrittenBy(token uint64) bool {
+	return token != 0 && slices.Contains(r.Writers, token)
+}
+
+// NextWriters returns writers extended by token, dropping the oldest
+// beyond MaxWriters. It never modifies writers' array.
+func NextWriters(writers []uint64, token uint64) []uint64 {
+	if n := len(writers) + 1 - MaxWriters; n > 0 {
+		writers = writers[n:]
+	}
+	out := make([]uint64, len(writers), len(writers)+1)
+	copy(out, writers)
+	return append(out, token)
 }
 
 // RegionTally is one region's share of an item's reactions, counted from the

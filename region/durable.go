@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -258,7 +259,7 @@ func (a *Agent) Recover(ctx context.Context) error {
 			if i >= covered {
 				err = decodeIncrements(p, func(k Key, delta int64) { a.counters.Add(k, delta) })
 			}
-		case recIntent:
+		case recIntent, recNamedIntent:
 			var in intent
 			if in, err = decodeIntent(p); err == nil {
 				if pi, ok := intents[in.id]; ok {
@@ -339,19 +340,25 @@ func sameRow(row, x engagement.Reaction) bool {
 		row.UpdatedAt.UnixMicro() == x.UpdatedAt.UnixMicro()
 }
 
-// settle decides an intent from the row as it is now:
-//   - the row is the intended next row (for an undo: no row) → applied;
-//   - the row is still the row the intent was read from (for an insert:
-//     still no row) → at start (redo), the same compare-and-set is sent
-//     again, as a delayed write that was never acknowledged, and its answer
-//     decides; during a run (after the store answered an error, having
-//     settled and fenced a lost answer itself) → not applied;
-//   - the row moved past both (another writer changed it meanwhile) →
-//     ambiguous: not counted, counted in IntentsAmbiguous and logged; the
-//     recount repairs the item's totals.
+// settle decides an intent from the row as it is now. A named intent
+// (its write carries the intent id as token, see intent.named) is decided
+// by the row's writers, which a store keeps across undos:
+//   - the token is among them → applied;
+//   - the row is still the row the intent was read from (for an insert: no
+//     row, with the writers read then) → at start (redo), the same
+//     compare-and-set is sent again, with the same token, as a delayed
+//     write that was never acknowledged, and its answer decides; during a
+//     run (after the store answered an error, having settled and fenced a
+//     lost answer itself) → not applied;
+//   - the row moved on without it → not applied, unless MaxWriters later
+//     writes may have pushed the token out → ambiguous: not counted,
+//     counted in IntentsAmbiguous and logged; the recount repairs the
+//     item's totals.
 //
-// An undo whose row is gone is taken as applied: with one writer per user
-// at a time nobody else removes it.
+// An intent logged before writer tokens is decided by comparing rows: the
+// intended next row (for an undo: no row) → applied; the row as read →
+// as above; anything else → ambiguous. An undo whose row is gone is then
+// taken as applied.
 func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, error) {
 	rs := resolution{id: in.id, content: in.content}
 	for try := 0; try < 3; try++ {
@@ -359,15 +366,20 @@ func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, 
 		if err != nil {
 			return rs, fmt.Errorf("cannot read reaction: %w", err)
 		}
-		isNext := false
-		isPrev := false
+		isNext, isPrev := false, false
 		switch in.op {
 		case opInsert:
 			isNext, isPrev = found && sameRow(row, in.next), !found
+			if in.named {
+				isPrev = isPrev && slices.Equal(row.Writers, in.prevWriters)
+			}
 		case opUpdate:
 			isNext, isPrev = found && sameRow(row, in.next), found && sameRow(row, in.prev)
 		case opDelete:
 			isNext, isPrev = !found, found && sameRow(row, in.prev)
+		}
+		if in.named {
+			isNext = row.WrittenBy(in.id)
 		}
 		switch {
 		case isNext:
@@ -377,15 +389,7 @@ func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, 
 			rs.deltas = a.intentDeltas(in)
 			return rs, nil
 		case isPrev && redo:
-			var applied bool
-			switch in.op {
-			case opInsert:
-				applied, err = a.reactions.InsertReaction(ctx, in.next)
-			case opUpdate:
-				applied, err = a.reactions.UpdateReaction(ctx, in.prev, in.next)
-			case opDelete:
-				applied, err = a.reactions.DeleteReaction(ctx, in.prev)
-			}
+			applied, err := a.redo(ctx, in, row)
 			if applied {
 				if err != nil {
 					a.logger.Warn("replayed reaction applied with a store warning", "user", in.user, "content", in.content, "err", err)
@@ -400,7 +404,7 @@ func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, 
 				return rs, fmt.Errorf("cannot redo reaction: %w", err)
 			}
 			continue // lost the compare-and-set: decide from the row again
-		case isPrev:
+		case isPrev, in.named && len(row.Writers) < engagement.MaxWriters:
 			a.logStats.IntentsSettled.Add(1)
 			return rs, nil
 		default:
@@ -415,6 +419,26 @@ func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, 
 	a.logStats.IntentsAmbiguous.Add(1)
 	a.logger.Warn("reaction outcome ambiguous after repeated redo; not counted", "user", in.user, "content", in.content)
 	return rs, nil
+}
+
+// redo sends an intent's compare-and-set again, from row (the row as it is
+// now, equal to the one the intent read), named by the intent's id.
+func (a *Agent) redo(ctx context.Context, in *intent, row engagement.Reaction) (bool, error) {
+	var token uint64
+	if in.named {
+		token = in.id
+	}
+	next := in.next
+	next.Token = token
+	switch in.op {
+	case opInsert:
+		return a.reactions.InsertReaction(ctx, next)
+	case opUpdate:
+		return a.reactions.UpdateReaction(ctx, row, next)
+	default:
+		row.Token = token
+		return a.reactions.DeleteReaction(ctx, row)
+	}
 }
 
 // intentDeltas are the counter deltas of an intent's transition.

@@ -445,11 +445,20 @@ func TestReplaySettlesIntents(t *testing.T) {
 		{"update redone", engagement.ActionLike, engagement.ActionDislike, false, false, false, 0, 1, engagement.ActionDislike, 1, 0},
 		{"undo applied", engagement.ActionLike, engagement.ActionNone, true, false, false, 0, 0, engagement.ActionNone, 1, 0},
 		{"undo redone", engagement.ActionLike, engagement.ActionNone, false, false, false, 0, 0, engagement.ActionNone, 1, 0},
-		{"insert ambiguous", engagement.ActionNone, engagement.ActionLike, false, true, false, 0, 0, engagement.ActionDislike, 0, 1},
-		{"update ambiguous", engagement.ActionLike, engagement.ActionDislike, false, true, false, 1, 0, engagement.ActionNone, 0, 1},
+		// The row's writers lack the intent's token: another agent wrote
+		// the row instead, and this agent counts nothing.
+		{"insert overtaken", engagement.ActionNone, engagement.ActionLike, false, true, false, 0, 0, engagement.ActionDislike, 0, 0},
+		{"update overtaken", engagement.ActionLike, engagement.ActionDislike, false, true, false, 1, 0, engagement.ActionNone, 0, 0},
 		// The row then looks like the intended one but for its write time:
 		// counting it would count the other agent's change twice.
-		{"update made by another agent", engagement.ActionLike, engagement.ActionDislike, false, false, true, 1, 0, engagement.ActionDislike, 0, 1},
+		{"update made by another agent", engagement.ActionLike, engagement.ActionDislike, false, false, true, 1, 0, engagement.ActionDislike, 0, 0},
+		// The user retried through another agent: the row is gone, but not
+		// by this undo (counting it would subtract the like twice) ...
+		{"undo made by another agent", engagement.ActionLike, engagement.ActionNone, false, true, false, 1, 0, engagement.ActionNone, 0, 0},
+		// ... or this write applied and another agent changed the row
+		// since: the token is kept among the writers, also across an undo.
+		{"insert applied, then undone by another agent", engagement.ActionNone, engagement.ActionLike, true, true, false, 1, 0, engagement.ActionNone, 1, 0},
+		{"undo applied, then re-created by another agent", engagement.ActionLike, engagement.ActionNone, true, true, false, 0, 0, engagement.ActionDislike, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

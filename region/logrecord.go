@@ -18,7 +18,11 @@ import (
 //     (content id, counter, delta) each.
 //   - recIntent: a reaction about to be written: intent id (random), user,
 //     content, the region recording it, the operation, the row as read
-//     (when there was one) and the row to write (insert and update).
+//     (when there was one) and the row to write (insert and update). It
+//     names no write (a record written before writer tokens).
+//   - recNamedIntent: a recIntent whose write is named by the intent id
+//     (its token), followed by the writer tokens of the undone row an
+//     insert replaces (a count and the tokens).
 //   - recResolution: how an intent ended: intent id, applied, content and
 //     the transition's deltas (counted when the record is replayed), so
 //     that it does not need its intent.
@@ -27,10 +31,11 @@ import (
 //   - recMessage: one encoded partial-sum message: the intake index its
 //     flush covers, partition, message id, data.
 const (
-	recIncrements byte = 'I'
-	recIntent     byte = 'T'
-	recResolution byte = 'S'
-	recMessage    byte = 'M'
+	recIncrements  byte = 'I'
+	recIntent      byte = 'T'
+	recNamedIntent byte = 'N'
+	recResolution  byte = 'S'
+	recMessage     byte = 'M'
 )
 
 // errRecord is returned for a payload that does not decode: the log's CRC
@@ -56,6 +61,13 @@ type intent struct {
 	next      engagement.Reaction // valid for insert and update
 	action    engagement.Action   // the action asked for
 	prevFound bool
+	// named reports that the write carries the intent id as its token
+	// (engagement.Reaction.Token), so the row's writers tell whether it
+	// applied; prevWriters are, for an insert, the writers of the key as
+	// read (an undone row's), so that settle can tell that nobody wrote
+	// the key since.
+	named       bool
+	prevWriters []uint64
 }
 
 // resolution is how an intent ended.
@@ -211,7 +223,11 @@ func (r *reader) reaction(user, content string) engagement.Reaction {
 }
 
 func appendIntent(b []byte, in *intent) []byte {
-	b = append(b, recIntent)
+	if in.named {
+		b = append(b, recNamedIntent)
+	} else {
+		b = append(b, recIntent)
+	}
 	b = binary.AppendUvarint(b, in.id)
 	b = appendStr(b, in.user)
 	b = appendStr(b, in.content)
@@ -224,13 +240,23 @@ func appendIntent(b []byte, in *intent) []byte {
 	if in.op != opDelete {
 		b = appendReaction(b, in.next)
 	}
+	if in.named {
+		b = binary.AppendUvarint(b, uint64(len(in.prevWriters)))
+		for _, w := range in.prevWriters {
+			b = binary.AppendUvarint(b, w)
+		}
+	}
 	return b
 }
 
 func decodeIntent(p []byte) (intent, error) {
 	r := reader{b: p}
 	var in intent
-	if r.byte1() != recIntent {
+	switch r.byte1() {
+	case recIntent:
+	case recNamedIntent:
+		in.named = true
+	default:
 		return in, errRecord
 	}
 	in.id = r.uvarint()
@@ -247,6 +273,15 @@ func decodeIntent(p []byte) (intent, error) {
 	}
 	if in.op != opDelete {
 		in.next = r.reaction(in.user, in.content)
+	}
+	if in.named {
+		n := r.uvarint()
+		if n > engagement.MaxWriters {
+			return in, errRecord
+		}
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			in.prevWriters = append(in.prevWriters, r.uvarint())
+		}
 	}
 	return in, r.done()
 }

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ func sampleRecords() [][]byte {
 		appendIntent(nil, &in),
 		appendIntent(nil, &intent{id: 1, user: "u", content: "c", region: "us", action: engagement.ActionLike, op: opInsert,
 			next: engagement.Reaction{Action: engagement.ActionLike, Region: "us", Version: 1, Incarnation: 2}}),
+		appendIntent(nil, &intent{id: 3, user: "u", content: "c", region: "us", action: engagement.ActionLike, op: opInsert, named: true,
+			prevWriters: []uint64{7, 1 << 60}, next: engagement.Reaction{Action: engagement.ActionLike, Region: "us", Version: 1, Incarnation: 4}}),
 		appendResolution(nil, &resolution{id: 42, applied: true, content: "c", deltas: []Delta{{"like", "eu", -1}, {"dislike", "us", 1}}}),
 		appendOutRecord(nil, &outRecord{covered: 17, partition: 3, id: "a/1/2/3", sums: 2, data: []byte("payload")}),
 	}
@@ -37,11 +40,15 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil || ins.op != opInsert || ins.prevFound || ins.next.Incarnation != 2 {
 		t.Fatalf("insert intent: %+v %v", ins, err)
 	}
-	rs, err := decodeResolution(recs[3])
+	named, err := decodeIntent(recs[3])
+	if err != nil || !named.named || named.id != 3 || !slices.Equal(named.prevWriters, []uint64{7, 1 << 60}) || ins.named {
+		t.Fatalf("named insert intent: %+v %v", named, err)
+	}
+	rs, err := decodeResolution(recs[4])
 	if err != nil || !rs.applied || len(rs.deltas) != 2 || rs.deltas[0] != (Delta{"like", "eu", -1}) {
 		t.Fatalf("resolution: %+v %v", rs, err)
 	}
-	m, err := decodeOutRecord(recs[4])
+	m, err := decodeOutRecord(recs[5])
 	if err != nil || m.covered != 17 || m.partition != 3 || m.id != "a/1/2/3" || string(m.data) != "payload" || m.sums != 2 {
 		t.Fatalf("outbox record: %+v %v", m, err)
 	}
@@ -69,7 +76,7 @@ func decodeRecord(p []byte, fn func(Key, int64)) error {
 	switch p[0] {
 	case recIncrements:
 		err = decodeIncrements(p, fn)
-	case recIntent:
+	case recIntent, recNamedIntent:
 		_, err = decodeIntent(p)
 	case recResolution:
 		_, err = decodeResolution(p)

@@ -90,21 +90,26 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 			return ReactResult{Previous: prev, Action: action, Version: cur.Version}, nil
 		}
 		now := a.now()
-		in := intent{user: userID, content: contentID, region: a.cfg.Region, action: action, prev: cur, prevFound: found}
+		// The intent id names the write (its token), so that a lost
+		// answer is settled by looking for it among the row's writers.
+		in := intent{id: newIncarnation(), user: userID, content: contentID, region: a.cfg.Region, action: action,
+			prev: cur, prevFound: found, named: true}
 		var next engagement.Reaction
 		switch {
 		case action == engagement.ActionNone:
 			in.op = opDelete
+			cur.Token = in.id
 		case !found:
 			in.op = opInsert
+			in.prevWriters = cur.Writers
 			next = engagement.Reaction{
 				UserID: userID, ContentID: contentID, Action: action, Region: a.cfg.Region,
-				Version: 1, Incarnation: newIncarnation(), UpdatedAt: now,
+				Version: 1, Incarnation: newIncarnation(), UpdatedAt: now, Token: in.id,
 			}
 		default:
 			in.op = opUpdate
 			next = cur
-			next.Action, next.Region, next.Version, next.UpdatedAt = action, a.cfg.Region, cur.Version+1, now
+			next.Action, next.Region, next.Version, next.UpdatedAt, next.Token = action, a.cfg.Region, cur.Version+1, now, in.id
 		}
 		in.next = next
 		var pi *pendingIntent
@@ -158,11 +163,10 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 	return ReactResult{}, ErrContended
 }
 
-// logIntent appends in (with a fresh id) to the intake log and registers
-// it as pending, inside the append's apply so that a checkpoint never sees
-// the record without the registration.
+// logIntent appends in to the intake log and registers it as pending,
+// inside the append's apply so that a checkpoint never sees the record
+// without the registration.
 func (a *Agent) logIntent(ctx context.Context, in *intent) (*pendingIntent, error) {
-	in.id = newIncarnation()
 	pi := &pendingIntent{payload: appendIntent(nil, in), in: *in, since: time.Now()}
 	d := a.log
 	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), pi.payload, func(i uint64) {

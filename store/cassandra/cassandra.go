@@ -95,20 +95,20 @@ type statements struct {
 
 func newStatements(ks string) statements {
 	return statements{
-		getReaction: `SELECT action, region, version, incarnation, updated_at FROM ` + ks +
+		getReaction: `SELECT action, region, version, incarnation, updated_at, writers FROM ` + ks +
 			`.user_likes WHERE user_id = ? AND content_id = ?`,
-		getReactions: `SELECT content_id, action, region, version, incarnation, updated_at FROM ` + ks +
+		getReactions: `SELECT content_id, action, region, version, incarnation, updated_at, writers FROM ` + ks +
 			`.user_likes WHERE user_id = ? AND content_id IN ?`,
-		insertReaction: `INSERT INTO ` + ks + `.user_likes (user_id, content_id, action, region, version, incarnation, updated_at)` +
-			` VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
-		updateReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, updated_at = ?` +
+		insertReaction: `INSERT INTO ` + ks + `.user_likes (user_id, content_id, action, region, version, incarnation, updated_at, writers)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
+		updateReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, updated_at = ?, writers = ?` +
 			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
 		// An undo marks the row instead of deleting it (see docs/fence.md): the
 		// marker's incarnation is a token of the undo's own.
-		delReact: `UPDATE ` + ks + `.user_likes SET action = ?, version = ?, incarnation = ?, updated_at = ?` +
+		delReact: `UPDATE ` + ks + `.user_likes SET action = ?, version = ?, incarnation = ?, updated_at = ?, writers = ?` +
 			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
 		// An insert over the marker of an undone reaction.
-		reviveReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, incarnation = ?, updated_at = ?` +
+		reviveReaction: `UPDATE ` + ks + `.user_likes SET action = ?, region = ?, version = ?, incarnation = ?, updated_at = ?, writers = ?` +
 			` WHERE user_id = ? AND content_id = ? IF action = ? AND version = ? AND incarnation = ?`,
 		// Fences that make a settled "not applied" final (see settle): a
 		// version bump that keeps the row's content, and a marker where no
@@ -175,8 +175,12 @@ func schema(ks string, r Replication) []string {
 			version bigint,
 			incarnation bigint,
 			updated_at bigint,
+			writers frozen<list<bigint>>,
 			PRIMARY KEY ((user_id), content_id)
-		) WITH comment = 'UserLikes: written only by lightweight transactions. action none marks an undone reaction (no row). incarnation is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch.'`,
+		) WITH comment = 'UserLikes: written only by lightweight transactions. action none marks an undone reaction (no row). incarnation is a uint64 stored as bigint; updated_at is microseconds since the Unix epoch; writers are the uint64 tokens of the last writes, oldest first.'`,
+		// Tables created before writer tokens get the column (an online
+		// schema change; older rows read as having no tokens).
+		`ALTER TABLE ` + ks + `.user_likes ADD IF NOT EXISTS writers frozen<list<bigint>>`,
 		`CREATE TABLE IF NOT EXISTS ` + ks + `.user_likes_by_content (
 			content_id text,
 			user_id text,

@@ -37,8 +37,12 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (enga
 	if err != nil {
 		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	if !found || r.Action == engagement.ActionNone {
+	if !found {
 		return engagement.Reaction{}, false, nil
+	}
+	if r.Action == engagement.ActionNone {
+		// An undone row: no row, with the undone row's history.
+		return engagement.Reaction{UserID: userID, ContentID: contentID, Writers: r.Writers}, false, nil
 	}
 	return r, true, nil
 }
@@ -50,7 +54,7 @@ func (s *Store) readReaction(ctx context.Context, c gocql.Consistency, userID, c
 		row    rawReaction
 		r      = engagement.Reaction{UserID: userID, ContentID: contentID}
 		q      = s.session.Query(s.q.getReaction, userID, contentID).Consistency(c).Idempotent(true)
-		scanTo = []any{&row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt}
+		scanTo = []any{&row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt, &row.writers}
 	)
 	err := q.ScanContext(ctx, scanTo...)
 	if errors.Is(err, gocql.ErrNotFound) {
@@ -70,6 +74,7 @@ type rawReaction struct {
 	action, region string
 	incarnation    int64
 	updatedAt      int64
+	writers        []int64
 }
 
 func (raw *rawReaction) decode(r *engagement.Reaction) error {
@@ -81,7 +86,38 @@ func (raw *rawReaction) decode(r *engagement.Reaction) error {
 	r.Region = raw.region
 	r.Incarnation = uint64(raw.incarnation)
 	r.UpdatedAt = fromMicros(raw.updatedAt)
+	r.Writers = fromBigints(raw.writers)
 	return nil
+}
+
+// fromBigints returns tokens stored as bigint as uint64s (nil for none).
+func fromBigints(v []int64) []uint64 {
+	if len(v) == 0 {
+		return nil
+	}
+	out := make([]uint64, len(v))
+	for i, x := range v {
+		out[i] = uint64(x)
+	}
+	return out
+}
+
+// toBigints returns tokens as Cassandra bigints.
+func toBigints(v []uint64) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// writeToken returns the token that names a write of r: r.Token, or a
+// random one when the caller left it zero.
+func writeToken(r *engagement.Reaction) uint64 {
+	if r.Token != 0 {
+		return r.Token
+	}
+	return markerToken(0)
 }
 
 // GetReactions returns the rows of userID for contentIDs that exist, keyed by
@@ -100,7 +136,7 @@ func (s *Store) GetReactions(ctx context.Context, userID string, contentIDs []st
 			row rawReaction
 			r   = engagement.Reaction{UserID: userID}
 		)
-		for iter.Scan(&r.ContentID, &row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt) {
+		for iter.Scan(&r.ContentID, &row.action, &row.region, &r.Version, &row.incarnation, &row.updatedAt, &row.writers) {
 			if err := row.decode(&r); err != nil {
 				_ = iter.Close() // the decode error is the one to report
 				return nil, fmt.Errorf("cannot %s: %w", op, err)
@@ -140,9 +176,11 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 	if err := checkRow(ctx, op, &r); err != nil {
 		return false, err
 	}
-	decide := func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, cur, found) }
+	token := writeToken(&r)
+	decide := func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, token, cur, found) }
 	res, err := s.lwt(ctx, r.UserID, r.ContentID, decide,
-		s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt))
+		s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
+		toBigints([]uint64{token}))
 	// A settled outcome is not retried: its row may be this insert's,
 	// undone by a competitor since.
 	for range maxRevives {
@@ -152,6 +190,7 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 		marker := res.cur
 		res, err = s.lwt(ctx, r.UserID, r.ContentID, decide,
 			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
+			toBigints(engagement.NextWriters(marker.Writers, token)),
 			r.UserID, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation))
 	}
 	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &r) })
@@ -169,9 +208,11 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reacti
 	if err := store.CheckUpdate(&prev, &next); err != nil {
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
+	token := writeToken(&next)
 	res, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur engagement.Reaction, found bool) outcome {
-		return decideUpdate(prev, next, cur, found)
+		return decideUpdate(prev, next, token, cur, found)
 	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
+		toBigints(engagement.NextWriters(prev.Writers, token)),
 		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
 	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &next) })
 }
@@ -185,10 +226,11 @@ func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (b
 	if err := store.CheckCall(ctx, op, validKeyPart, prev.UserID, prev.ContentID); err != nil {
 		return false, err
 	}
-	token := markerToken(prev.Incarnation)
+	marker, token := markerToken(prev.Incarnation), writeToken(&prev)
 	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur engagement.Reaction, found bool) outcome {
-		return decideDelete(prev, token, cur, found)
-	}, s.q.delReact, markerAction, prev.Version+1, int64(token), micros(time.Now()),
+		return decideDelete(prev, marker, token, cur, found)
+	}, s.q.delReact, markerAction, prev.Version+1, int64(marker), micros(time.Now()),
+		toBigints(engagement.NextWriters(prev.Writers, token)),
 		prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
 	return indexApplied(op, res, err, func() error {
 		s.counters.Deletes.Add(1)
@@ -222,13 +264,17 @@ func markerToken(live uint64) uint64 {
 	}
 }
 
-// decideInsert settles an insert of r: only this insert creates a row of
-// r's incarnation. Another incarnation's row means it did not apply (unless
-// it applied and a reader of it undid the row within the moments the
-// outcome was open, which this cannot see); no row or a marker means it has
-// not applied yet but still could (IF NOT EXISTS, or the marker it revives).
-func decideInsert(r, cur engagement.Reaction, found bool) outcome {
+// decideInsert settles an insert of r named token. Its token in the
+// row's writers (of a row or of a marker: applied, then undone) or a row
+// of r's incarnation means it applied. No row or a marker means it has not
+// applied yet but still could (IF NOT EXISTS, or the marker it revives).
+// Another incarnation's row means it did not apply (without writer tokens
+// that is a guess: it may have applied and been undone within the moments
+// the outcome was open).
+func decideInsert(r engagement.Reaction, token uint64, cur engagement.Reaction, found bool) outcome {
 	switch {
+	case found && cur.WrittenBy(token):
+		return outcomeApplied
 	case found && cur.Action != engagement.ActionNone && cur.Incarnation == r.Incarnation:
 		return outcomeApplied
 	case !found || cur.Action == engagement.ActionNone:
@@ -237,13 +283,15 @@ func decideInsert(r, cur engagement.Reaction, found bool) outcome {
 	return outcomeNotApplied
 }
 
-// decideUpdate settles an update of prev to next.
-func decideUpdate(prev, next, cur engagement.Reaction, found bool) outcome {
+// decideUpdate settles an update of prev to next named token.
+func decideUpdate(prev, next engagement.Reaction, token uint64, cur engagement.Reaction, found bool) outcome {
 	switch {
+	case found && cur.WrittenBy(token):
+		return outcomeApplied
 	case !found || cur.Action == engagement.ActionNone || cur.Incarnation != next.Incarnation:
 		// Deleted since: from next (after this update) or from prev (by a
-		// competitor, instead of it). No way to tell.
-		return outcomeUnknown
+		// competitor, instead of it). The writers tell, if they reach back.
+		return unknownUnless(cur, found, token)
 	case cur.Version == prev.Version:
 		return outcomeOpen // the condition still holds: nothing applied yet
 	case cur.Version < prev.Version:
@@ -253,17 +301,19 @@ func decideUpdate(prev, next, cur engagement.Reaction, found bool) outcome {
 	case cur.Version == next.Version:
 		return outcomeNotApplied // a competitor made this version
 	}
-	return outcomeUnknown // moved past next: was next.Version this update's?
+	return unknownUnless(cur, found, token) // moved past next: was next.Version this update's?
 }
 
-// decideDelete settles a delete of prev that wrote a marker with
-// incarnation token.
-func decideDelete(prev engagement.Reaction, token uint64, cur engagement.Reaction, found bool) outcome {
+// decideDelete settles a delete of prev named token that wrote a marker
+// with incarnation marker.
+func decideDelete(prev engagement.Reaction, marker, token uint64, cur engagement.Reaction, found bool) outcome {
 	switch {
+	case found && cur.WrittenBy(token):
+		return outcomeApplied
 	case !found:
 		return outcomeUnknown // a marked row never vanishes
-	case cur.Action == engagement.ActionNone && cur.Incarnation == token:
-		return outcomeApplied // only this call writes its token
+	case cur.Action == engagement.ActionNone && cur.Incarnation == marker:
+		return outcomeApplied // only this call writes its marker
 	case cur.Action != engagement.ActionNone && cur.Incarnation == prev.Incarnation && cur.Version == prev.Version:
 		return outcomeOpen // the condition still holds: nothing applied yet
 	case cur.Action != engagement.ActionNone && cur.Incarnation == prev.Incarnation:
@@ -271,6 +321,17 @@ func decideDelete(prev engagement.Reaction, token uint64, cur engagement.Reactio
 	}
 	// Another marker, or a row inserted over one: undone by a competitor
 	// instead of this call, or by this call and re-created since.
+	return unknownUnless(cur, found, token)
+}
+
+// unknownUnless decides a write named token whose row moved on: the row's
+// writers (which a write extends and nothing but later writes shortens)
+// lack the token, so it did not apply, unless MaxWriters later writes may
+// have pushed it out.
+func unknownUnless(cur engagement.Reaction, found bool, token uint64) outcome {
+	if found && len(cur.Writers) < engagement.MaxWriters && !cur.WrittenBy(token) {
+		return outcomeNotApplied
+	}
 	return outcomeUnknown
 }
 
@@ -338,7 +399,9 @@ func casRow(m map[string]any) (engagement.Reaction, bool) {
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return engagement.Reaction{}, false
 	}
-	return engagement.Reaction{Action: a, Version: version, Incarnation: uint64(inc)}, true
+	// writers is null (absent) on rows written before writer tokens.
+	writers, _ := m["writers"].([]int64)
+	return engagement.Reaction{Action: a, Version: version, Incarnation: uint64(inc), Writers: fromBigints(writers)}, true
 }
 
 // unknownOutcome reports whether a lightweight transaction that failed with

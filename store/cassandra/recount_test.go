@@ -48,7 +48,7 @@ func lagIndex(t *testing.T, s *Store) string {
 	// still like.
 	updated := mk("stale-update", engagement.ActionLike, "us")
 	insert(updated)
-	applied, err := s.session.Query(s.q.updateReaction, "dislike", "us", int64(2), micros(time.Now()),
+	applied, err := s.session.Query(s.q.updateReaction, "dislike", "us", int64(2), micros(time.Now()), []int64{1},
 		updated.UserID, content, int64(1), int64(updated.Incarnation)).
 		SerialConsistency(s.serialCons).MapScanCASContext(ctx, map[string]any{})
 	if err != nil || !applied {

@@ -310,8 +310,8 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 			user: "f-insert",
 			setup: func(u string) (func(engagement.Reaction, bool) outcome, string, []any) {
 				r := row(u, 11)
-				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, c, f) },
-					s.q.insertReaction, []any{u, r.ContentID, "like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt)}
+				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 1111, c, f) },
+					s.q.insertReaction, []any{u, r.ContentID, "like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt), []int64{1111}}
 			},
 			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 12))) },
 			want: func(u string) *engagement.Reaction { r := row(u, 12); return &r },
@@ -327,9 +327,9 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 					t.Fatalf("marker = %+v, %v, %v", marker, found, err)
 				}
 				r := row(u, 22)
-				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, c, f) },
+				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 2222, c, f) },
 					s.q.reviveReaction, []any{"like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
-						u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
+						toBigints(engagement.NextWriters(marker.Writers, 2222)), u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
 			},
 			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 23))) },
 			want: func(u string) *engagement.Reaction { r := row(u, 23); return &r },
@@ -342,8 +342,9 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 				mustApply(s.InsertReaction(ctx, prev))
 				next := prev
 				next.Action, next.Version = engagement.ActionDislike, 2
-				return func(c engagement.Reaction, f bool) outcome { return decideUpdate(prev, next, c, f) },
-					s.q.updateReaction, []any{"dislike", next.Region, next.Version, micros(next.UpdatedAt), u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
+				return func(c engagement.Reaction, f bool) outcome { return decideUpdate(prev, next, 3333, c, f) },
+					s.q.updateReaction, []any{"dislike", next.Region, next.Version, micros(next.UpdatedAt), []int64{3333},
+						u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
 			},
 			then: func(u string) {
 				cur, _, err := s.GetReaction(ctx, u, "c-"+u)
@@ -367,8 +368,9 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 				prev := row(u, 41)
 				mustApply(s.InsertReaction(ctx, prev))
 				const token = 4242
-				return func(c engagement.Reaction, f bool) outcome { return decideDelete(prev, token, c, f) },
-					s.q.delReact, []any{markerAction, prev.Version + 1, int64(token), micros(t0), u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
+				return func(c engagement.Reaction, f bool) outcome { return decideDelete(prev, token, 4444, c, f) },
+					s.q.delReact, []any{markerAction, prev.Version + 1, int64(token), micros(t0), []int64{4444},
+						u, prev.ContentID, prev.Version, int64(prev.Incarnation)}
 			},
 			then: func(u string) {
 				cur, _, err := s.GetReaction(ctx, u, "c-"+u)
@@ -432,33 +434,50 @@ func TestDecide(t *testing.T) {
 	// A fence bumps the version and keeps the content.
 	fenced := base
 	fenced.Version++
+	// The decided write's token; mine adds it to a row's writers, full
+	// fills them with others' tokens.
+	const tk = 99
+	mine := func(r engagement.Reaction) engagement.Reaction {
+		r.Writers = []uint64{5, tk, 6}
+		return r
+	}
+	full := func(r engagement.Reaction) engagement.Reaction {
+		r.Writers = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+		return r
+	}
 
 	tests := []struct {
 		name string
 		got  outcome
 		want outcome
 	}{
-		{"insert: own row", decideInsert(fresh, fresh, true), outcomeApplied},
-		{"insert: own row, changed since", decideInsert(fresh, later, true), outcomeApplied},
-		{"insert: another incarnation", decideInsert(fresh, reborn, true), outcomeNotApplied},
-		{"insert: no row", decideInsert(fresh, engagement.Reaction{}, false), outcomeOpen},
-		{"update: still prev", decideUpdate(base, next, base, true), outcomeOpen},
-		{"update: fenced", decideUpdate(base, next, fenced, true), outcomeNotApplied},
-		{"update: next", decideUpdate(base, next, next, true), outcomeApplied},
-		{"update: competitor at next version", decideUpdate(base, next, competitor, true), outcomeNotApplied},
-		{"update: past next", decideUpdate(base, next, later, true), outcomeUnknown},
-		{"update: deleted", decideUpdate(base, next, engagement.Reaction{}, false), outcomeUnknown},
-		{"update: re-created", decideUpdate(base, next, reborn, true), outcomeUnknown},
-		{"delete: row lives", decideDelete(base, token, base, true), outcomeOpen},
-		{"delete: fenced", decideDelete(base, token, fenced, true), outcomeNotApplied},
-		{"delete: row moved on", decideDelete(base, token, later, true), outcomeNotApplied},
-		{"delete: own marker", decideDelete(base, token, marker, true), outcomeApplied},
-		{"delete: competitor's marker", decideDelete(base, token+1, marker, true), outcomeUnknown},
-		{"delete: gone", decideDelete(base, token, engagement.Reaction{}, false), outcomeUnknown},
-		{"delete: re-created", decideDelete(base, token, reborn, true), outcomeUnknown},
-		{"insert: over a marker of its incarnation", decideInsert(fresh, marker2, true), outcomeOpen},
-		{"insert: over a marker", decideInsert(fresh, marker, true), outcomeOpen},
-		{"update: undone", decideUpdate(base, next, marker2, true), outcomeUnknown},
+		{"insert: own row", decideInsert(fresh, tk, fresh, true), outcomeApplied},
+		{"insert: own row, changed since", decideInsert(fresh, tk, later, true), outcomeApplied},
+		{"insert: another incarnation", decideInsert(fresh, tk, reborn, true), outcomeNotApplied},
+		{"insert: no row", decideInsert(fresh, tk, engagement.Reaction{}, false), outcomeOpen},
+		{"update: still prev", decideUpdate(base, next, tk, base, true), outcomeOpen},
+		{"update: fenced", decideUpdate(base, next, tk, fenced, true), outcomeNotApplied},
+		{"update: next", decideUpdate(base, next, tk, next, true), outcomeApplied},
+		{"update: competitor at next version", decideUpdate(base, next, tk, competitor, true), outcomeNotApplied},
+		{"update: past next", decideUpdate(base, next, tk, later, true), outcomeNotApplied},
+		{"update: past next, its token kept", decideUpdate(base, next, tk, mine(later), true), outcomeApplied},
+		{"update: past next, writers full", decideUpdate(base, next, tk, full(later), true), outcomeUnknown},
+		{"update: deleted", decideUpdate(base, next, tk, engagement.Reaction{}, false), outcomeUnknown},
+		{"update: re-created", decideUpdate(base, next, tk, reborn, true), outcomeNotApplied},
+		{"update: re-created after it", decideUpdate(base, next, tk, mine(reborn), true), outcomeApplied},
+		{"delete: row lives", decideDelete(base, token, tk, base, true), outcomeOpen},
+		{"delete: fenced", decideDelete(base, token, tk, fenced, true), outcomeNotApplied},
+		{"delete: row moved on", decideDelete(base, token, tk, later, true), outcomeNotApplied},
+		{"delete: own marker", decideDelete(base, token, tk, marker, true), outcomeApplied},
+		{"delete: competitor's marker", decideDelete(base, token+1, tk, marker, true), outcomeNotApplied},
+		{"delete: competitor's marker, writers full", decideDelete(base, token+1, tk, full(marker), true), outcomeUnknown},
+		{"delete: gone", decideDelete(base, token, tk, engagement.Reaction{}, false), outcomeUnknown},
+		{"delete: re-created", decideDelete(base, token, tk, reborn, true), outcomeNotApplied},
+		{"delete: re-created after it", decideDelete(base, token, tk, mine(reborn), true), outcomeApplied},
+		{"insert: over a marker of its incarnation", decideInsert(fresh, tk, marker2, true), outcomeOpen},
+		{"insert: over a marker", decideInsert(fresh, tk, marker, true), outcomeOpen},
+		{"insert: applied, then undone", decideInsert(fresh, tk, mine(marker), true), outcomeApplied},
+		{"update: undone", decideUpdate(base, next, tk, marker2, true), outcomeNotApplied},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

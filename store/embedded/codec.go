@@ -68,27 +68,82 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
+// formatReactionV2 leads a reaction row with writer tokens.
+const formatReactionV2 = 2
+
 // Reaction row: format, action, varint version, fixed64 incarnation, time,
-// region (the rest of the value).
+// (format 2 only) the writers, region (the rest of the value). A row
+// without writers is written in format 1, as before writer tokens.
 func encodeReaction(r *engagement.Reaction) []byte {
-	dst := make([]byte, 0, 2+binary.MaxVarintLen64+8+2*binary.MaxVarintLen64+len(r.Region))
-	dst = append(dst, formatV1, byte(r.Action))
+	dst := make([]byte, 0, 2+binary.MaxVarintLen64+8+3*binary.MaxVarintLen64+8*len(r.Writers)+len(r.Region))
+	format := byte(formatV1)
+	if len(r.Writers) > 0 {
+		format = formatReactionV2
+	}
+	dst = append(dst, format, byte(r.Action))
 	dst = binary.AppendVarint(dst, r.Version)
 	dst = binary.LittleEndian.AppendUint64(dst, r.Incarnation)
 	dst = appendTime(dst, r.UpdatedAt)
+	if format == formatReactionV2 {
+		dst = appendTokens(dst, r.Writers)
+	}
 	return append(dst, r.Region...)
 }
 
 // decodeReaction fills the stored fields of r (not its ids) from v.
 func decodeReaction(v []byte, r *engagement.Reaction) error {
 	d := decoder{buf: v}
-	d.format()
+	v2 := d.formatOf(formatV1, formatReactionV2) == formatReactionV2
 	r.Action = d.action()
 	r.Version = d.varint()
 	r.Incarnation = d.fixed64()
 	r.UpdatedAt = d.time()
+	r.Writers = nil
+	if v2 {
+		if r.Writers = d.tokens(); len(r.Writers) == 0 && d.err == nil {
+			d.fail(errors.New("format 2 row without writers"))
+		}
+	}
 	r.Region = d.rest()
 	return d.done("reaction")
+}
+
+// appendTokens appends a uvarint count and the tokens as fixed64s.
+func appendTokens(dst []byte, tokens []uint64) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(tokens)))
+	for _, t := range tokens {
+		dst = binary.LittleEndian.AppendUint64(dst, t)
+	}
+	return dst
+}
+
+// tokens reads what appendTokens wrote: at most engagement.MaxWriters.
+func (d *decoder) tokens() []uint64 {
+	n := d.count(8)
+	if n > engagement.MaxWriters {
+		d.fail(fmt.Errorf("%d writer tokens, above %d", n, engagement.MaxWriters))
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = d.fixed64()
+	}
+	return out
+}
+
+// Undone entry: format, the writers of the deleted row.
+func encodeUndone(writers []uint64) []byte {
+	return appendTokens([]byte{formatV1}, writers)
+}
+
+func decodeUndone(v []byte) ([]uint64, error) {
+	d := decoder{buf: v}
+	d.format()
+	w := d.tokens()
+	return w, d.done("undone entry")
 }
 
 // Index entry: format, action, region (the rest of the value).
@@ -211,16 +266,22 @@ func (d *decoder) fail(err error) {
 	}
 }
 
-func (d *decoder) format() {
+func (d *decoder) format() { d.formatOf(formatV1) }
+
+// formatOf reads the leading format byte, which must be one of formats,
+// and returns it (0 after an error).
+func (d *decoder) formatOf(formats ...byte) byte {
 	if len(d.buf) == 0 {
 		d.fail(errShort)
-		return
+		return 0
 	}
-	if f := d.buf[0]; f != formatV1 {
+	f := d.buf[0]
+	if !slices.Contains(formats, f) {
 		d.fail(fmt.Errorf("unknown format %d", f))
-		return
+		return 0
 	}
 	d.buf = d.buf[1:]
+	return f
 }
 
 func (d *decoder) action() engagement.Action {

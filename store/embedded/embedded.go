@@ -73,6 +73,11 @@ var (
 	// before marks existed gets the bucket at Open; the layout version
 	// stays 1 (older code ignores the bucket).
 	bucketMarks = []byte("marks")
+	// bucketUndone holds, per undone reaction (user, content), the writer
+	// tokens of the deleted row, so that a writer can settle a lost answer
+	// after an undo (engagement.Reaction.Writers). Created at Open like
+	// bucketMarks.
+	bucketUndone = []byte("user_likes_undone")
 )
 
 // schemaVersion is the key layout this package reads and writes.
@@ -141,7 +146,7 @@ func Open(cfg Config) (*Store, error) {
 
 // initBuckets creates the buckets if missing and checks the layout version.
 func initBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketLikes, bucketByContent, bucketStats, bucketTrending, bucketMeta, bucketMarks} {
+	for _, name := range [][]byte{bucketLikes, bucketByContent, bucketStats, bucketTrending, bucketMeta, bucketMarks, bucketUndone} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("cannot create bucket %s: %w", name, err)
 		}

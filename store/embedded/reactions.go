@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -20,17 +21,23 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (enga
 	r := engagement.Reaction{UserID: userID, ContentID: contentID}
 	var found bool
 	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketLikes).Get(key(userID, contentID))
+		k := key(userID, contentID)
+		v := tx.Bucket(bucketLikes).Get(k)
 		if v == nil {
-			return nil
+			// No row: an undone row's writers, if any.
+			var err error
+			if u := tx.Bucket(bucketUndone).Get(k); u != nil {
+				r.Writers, err = decodeUndone(u)
+			}
+			return err
 		}
 		found = true
 		return decodeReaction(v, &r)
 	})
-	if err != nil || !found {
+	if err != nil {
 		return engagement.Reaction{}, false, wrap(op, err)
 	}
-	return r, true, nil
+	return r, found, nil
 }
 
 // GetReactions returns the rows of userID for contentIDs that exist, keyed by
@@ -109,27 +116,55 @@ func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (b
 // changeRow writes r's row and its by-content index entry (or, with del,
 // deletes both) in one group-committed transaction, if cond accepts the
 // stored value of the row (nil when there is none), and reports whether it
-// did.
+// did. The write, named r.Token (or a random token), extends the row's
+// writers: the stored row's, or for a new row those of the undone row it
+// replaces; a delete keeps them in bucketUndone.
 func (s *Store) changeRow(op string, r *engagement.Reaction, cond func(cur []byte) (bool, error), del bool) (bool, error) {
 	k, ik := key(r.UserID, r.ContentID), key(r.ContentID, r.UserID)
-	var v, iv []byte
+	token := r.Token
+	for token == 0 {
+		token = rand.Uint64()
+	}
+	var iv []byte
 	if !del {
-		v, iv = encodeReaction(r), encodeIndex(r)
+		iv = encodeIndex(r)
 	}
 	var applied bool
 	err := s.write(func(tx *bolt.Tx) error {
 		applied = false
-		b, index := tx.Bucket(bucketLikes), tx.Bucket(bucketByContent)
-		ok, err := cond(b.Get(k))
+		b, index, undone := tx.Bucket(bucketLikes), tx.Bucket(bucketByContent), tx.Bucket(bucketUndone)
+		cur := b.Get(k)
+		ok, err := cond(cur)
 		if err != nil || !ok {
 			return err
 		}
-		if del {
+		var row engagement.Reaction
+		if cur != nil {
+			err = decodeReaction(cur, &row)
+		} else if u := undone.Get(k); u != nil {
+			row.Writers, err = decodeUndone(u)
+		}
+		if err != nil {
+			return err
+		}
+		writers := engagement.NextWriters(row.Writers, token)
+		switch {
+		case del:
 			if err = b.Delete(k); err == nil {
 				err = index.Delete(ik)
 			}
-		} else if err = b.Put(k, v); err == nil {
-			err = index.Put(ik, iv)
+			if err == nil {
+				err = undone.Put(k, encodeUndone(writers))
+			}
+		default:
+			next := *r
+			next.Writers = writers
+			if err = b.Put(k, encodeReaction(&next)); err == nil {
+				err = index.Put(ik, iv)
+			}
+			if err == nil && cur == nil {
+				err = undone.Delete(k)
+			}
 		}
 		applied = err == nil
 		return err

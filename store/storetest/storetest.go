@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"Reaction/ConcurrentDelete", testConcurrentDelete},
 		{"Reaction/ConcurrentInsertAfterUndo", testConcurrentInsertAfterUndo},
 		{"Reaction/ConcurrentDistinctRows", testConcurrentDistinct},
+		{"Reaction/Writers", testWriters},
 		{"Count/FollowsChanges", testCountFollows},
 		{"Stats/RoundTrip", testStatsRoundTrip},
 		{"Stats/Batch", testStatsBatch},

@@ -1,0 +1,82 @@
+package cassandra
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edgecount/edgecount/engagement"
+)
+
+// TestWritersColumnAddedToOldTable checks the online schema change of
+// writer tokens: a user_likes table created before them gets the column
+// at Open, its rows read as having no writers, and the next write starts
+// their history.
+func TestWritersColumnAddedToOldTable(t *testing.T) {
+	cfg, s := testKeyspace(t)
+	ctx := t.Context()
+	// Recreate user_likes as it was before writer tokens, with one row.
+	for _, stmt := range []string{
+		`DROP TABLE ` + cfg.Keyspace + `.user_likes`,
+		`CREATE TABLE ` + cfg.Keyspace + `.user_likes (user_id text, content_id text, action text, region text,
+			version bigint, incarnation bigint, updated_at bigint, PRIMARY KEY ((user_id), content_id))`,
+		`INSERT INTO ` + cfg.Keyspace + `.user_likes (user_id, content_id, action, region, version, incarnation, updated_at)
+			VALUES ('u-old', 'c-old', 'like', 'eu', 1, 5, 1000)`,
+	} {
+		if err := s.execSchema(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", firstLine(stmt), err)
+		}
+	}
+	s = openStore(t, cfg) // a second store: its Open adds the column
+
+	old, found, err := s.GetReaction(ctx, "u-old", "c-old")
+	if err != nil || !found || old.Version != 1 || old.Incarnation != 5 || len(old.Writers) != 0 {
+		t.Fatalf("old row = %+v, %v, %v; want version 1, incarnation 5, no writers", old, found, err)
+	}
+	next := old
+	next.Action, next.Version, next.UpdatedAt, next.Token = engagement.ActionDislike, 2, time.Now(), 77
+	if ok, err := s.UpdateReaction(ctx, old, next); err != nil || !ok {
+		t.Fatalf("UpdateReaction = %v, %v", ok, err)
+	}
+	got, _, err := s.GetReaction(ctx, "u-old", "c-old")
+	if err != nil || !slices.Equal(got.Writers, []uint64{77}) {
+		t.Fatalf("writers after the first write = %v, %v; want [77]", got.Writers, err)
+	}
+}
+
+// TestSettleFindsTokenAfterUndo checks the case writer tokens exist for: an
+// insert whose answer was lost, undone by another writer before the first
+// one settles. Without tokens the settle sees no row and cannot tell; with
+// them the insert's token is in the undone row's writers.
+func TestSettleFindsTokenAfterUndo(t *testing.T) {
+	_, s := testKeyspace(t)
+	ctx := t.Context()
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu", Version: 1,
+		Incarnation: 3, UpdatedAt: time.Now(), Token: 1001}
+	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+		t.Fatalf("InsertReaction = %v, %v", ok, err)
+	}
+	cur, _, err := s.GetReaction(ctx, "u", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Token = 2002 // another writer's undo
+	if ok, err := s.DeleteReaction(ctx, cur); err != nil || !ok {
+		t.Fatalf("DeleteReaction = %v, %v", ok, err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := s.settle(lctx, "u", "c", context.DeadlineExceeded, func(c engagement.Reaction, f bool) outcome {
+		return decideInsert(r, r.Token, c, f)
+	})
+	if err != nil || !res.applied {
+		t.Fatalf("settle of the undone insert = %+v, %v; want applied", res, err)
+	}
+	res, err = s.settle(lctx, "u", "c", context.DeadlineExceeded, func(c engagement.Reaction, f bool) outcome {
+		return decideDelete(cur, 1, 3003, c, f) // an undo of the same row by a third writer
+	})
+	if err != nil || res.applied || !res.settled {
+		t.Fatalf("settle of a competing undo = %+v, %v; want settled, not applied", res, err)
+	}
+}
