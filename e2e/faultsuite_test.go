@@ -37,18 +37,10 @@ import (
 // lands"), not failed; everywhere else it fails like any other row.
 
 // knownLossRows are the rows known to lose or double writes today, with
-// why and what fixes them; most wait for the durability work (the agent's
-// local write-ahead log, the rollup's high-water mark per (agent,
-// partition), recovery from broker restarts). Remove a row once it passes
-// under scripts/faults.sh.
-var knownLossRows = map[string]string{
-	"agent-kill": "views are exact since the durable log (lost 0, doubled 0), but a reaction intent settled after a kill " +
-		"can be counted twice or not at all when the user's retry went through the other agent meanwhile " +
-		"(seen: reactions doubled 2): the settle cannot yet tell every row history apart",
-	"cassandra-pause": "in about one run in three, reactions whose outcome the store could not settle while Cassandra was frozen " +
-		"leave the reaction totals off the rows by a few (seen: doubled 2, lost 4 and doubled 4); the recount repairs a total below " +
-		"its count but leaves one above it (\"may be short\"): not the durable log, a store/recount fix",
-}
+// why and what fixes them (none since writer tokens settled the last
+// reaction cases). Add a row only with an issue that fixes it; remove it
+// once it passes under scripts/faults.sh.
+var knownLossRows = map[string]string{}
 
 // ciRows are the rows of the default (CI) subset.
 var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill"}
