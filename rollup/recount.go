@@ -109,10 +109,10 @@ const MaxInProgress = 1000
 // check.
 func DefaultRecountConfig() RecountConfig {
 	return RecountConfig{
-		Interval:   time.Minute,
-		StaleAfter: 10 * time.Minute,
-		Sample:     20,
-		Quiet:      30 * time.Second,
+		Interval:    time.Minute,
+		StaleAfter:  10 * time.Minute,
+		Sample:      20,
+		Quiet:       30 * time.Second,
 		Batch:       1000,
 		Partitions:  16,
 		CountBudget: 20_000,
