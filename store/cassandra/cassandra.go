@@ -57,6 +57,7 @@ type Store struct {
 	timeout    time.Duration
 	q          statements
 	counters   Counters
+	keyspace   string
 	// buckets is the bucket count of the by-content index (the keyspace's
 	// index_buckets).
 	buckets int
@@ -305,6 +306,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		serialCons: serial,
 		timeout:    cfg.Timeout,
 		q:          newStatements(cfg.Keyspace),
+		keyspace:   cfg.Keyspace,
 	}
 	if err := s.init(ctx, cfg); err != nil {
 		session.Close()
