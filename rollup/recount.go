@@ -593,6 +593,9 @@ func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engageme
 		if err == nil && next == "" {
 			break
 		}
+		if err == nil && cctx.Err() == nil {
+			continue
+		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}

@@ -37,7 +37,10 @@ var (
 )
 
 // indexTable is the bucketed by-content index.
-const indexTable = "user_likes_by_bucket"
+const indexTable = IndexTable
+
+// IndexTable is the bucketed by-content index.
+const IndexTable = "user_likes_by_bucket"
 
 // maxKeyPart bounds one id, scope, counter or window name in bytes. Cassandra
 // refuses partition keys over 64 KiB; ids are at most engagement.MaxIDLen.

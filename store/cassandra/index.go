@@ -391,3 +391,6 @@ func (s *Store) tallyEntries(ctx context.Context, contentID string, entries []in
 	}
 	return out, nil
 }
+
+// hashID is the item hash a cursor carries.
+func hashID(contentID string) uint64 { return xxhash.Sum64String(contentID) }

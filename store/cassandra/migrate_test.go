@@ -114,3 +114,29 @@ func TestIndexBucketsFixed(t *testing.T) {
 		t.Fatal("Open with 16 buckets on a keyspace of 8 succeeded")
 	}
 }
+
+// TestHealth reads the node's views of a keyspace with a written table.
+func TestHealth(t *testing.T) {
+	_, s := testKeyspace(t)
+	content := fmt.Sprintf("h-%016x", rand.Uint64())
+	r := engagement.Reaction{UserID: "u", ContentID: content, Action: engagement.ActionLike, Region: "eu", Version: 1, Incarnation: 3, UpdatedAt: time.Now()}
+	if ok, err := s.InsertReaction(t.Context(), r); err != nil || !ok {
+		t.Fatalf("InsertReaction = %v, %v", ok, err)
+	}
+	if _, err := s.CountReactions(t.Context(), content); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Health(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"user_likes", indexTable} {
+		if _, ok := h[table]; !ok {
+			t.Errorf("Health has no %s: %+v", table, h)
+		}
+	}
+	c := &HealthCache{Store: s, MaxAge: time.Hour}
+	if got := c.Table(indexTable); got != h[indexTable] {
+		t.Errorf("HealthCache = %+v; want %+v", got, h[indexTable])
+	}
+}

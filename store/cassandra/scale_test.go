@@ -133,7 +133,7 @@ func fillIndex(t *testing.T, s *Store, item string, total int, bucketed bool) {
 	}
 	const batch = 100
 	g, ctx := errgroup.WithContext(t.Context())
-	g.SetLimit(16)
+	g.SetLimit(8)
 	for b, is := range groups {
 		for chunk := range slices.Chunk(is, batch) {
 			g.Go(func() error {
@@ -154,7 +154,7 @@ func fillIndex(t *testing.T, s *Store, item string, total int, bucketed bool) {
 						bt.Entries = append(bt.Entries, gocql.BatchEntry{Stmt: del, Args: dargs, Idempotent: true})
 					}
 				}
-				return bt.ExecContext(ctx)
+				return retry(ctx, bt.ExecContext)
 			})
 		}
 	}
@@ -179,7 +179,7 @@ func fillUser(t *testing.T, s *Store, user string, n int) {
 				bt.Entries = append(bt.Entries, gocql.BatchEntry{Stmt: ins, Idempotent: true,
 					Args: []any{user, fmt.Sprintf("item-%08d", i), a.String(), region, int64(1), int64(i + 1), now}})
 			}
-			return bt.ExecContext(ctx)
+			return retry(ctx, bt.ExecContext)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -202,12 +202,25 @@ func fillRows(t *testing.T, s *Store, item string, total int) {
 			if undone(i) {
 				action, version = markerAction, 2
 			}
-			return s.session.Query(ins, scaleUser(i), item, action, region, version, int64(i+1), now).Consistency(gocql.One).ExecContext(ctx)
+			return retry(ctx, s.session.Query(ins, scaleUser(i), item, action, region, version, int64(i+1), now).Consistency(gocql.One).ExecContext)
 		})
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatalf("fill rows of %s: %v", item, err)
 	}
+}
+
+// retry runs an idempotent write until it succeeds, up to 10 times: the
+// shared test node times out writes when other work loads it.
+func retry(ctx context.Context, exec func(context.Context) error) error {
+	var err error
+	for attempt := range 10 {
+		if err = exec(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond)
+	}
+	return err
 }
 
 func seq(n int) []int {
