@@ -34,11 +34,11 @@ while read -r line; do
 done <"$repo/scripts/cassandra/jvm17.options"
 nodetool() {
 	"$java" "${opts[@]}" -cp "$cache/lib/*" org.apache.cassandra.tools.NodeTool -h 127.0.0.1 -p "$jmx" "$@" 2>&1 |
-		grep -v 'DEBUG\|^WARN\|^SLF4J'
+		grep -v 'DEBUG\|^WARN\|^SLF4J' || true
 }
 phase() {
 	EDGECOUNT_SCALE_PHASE=$1 "${pin[@]}" go test -count=1 -run '^TestScale$' -v -timeout 90m ./store/cassandra/ 2>&1 |
-		grep -E 'RESULT|filled|FAIL|ok|scale_test' || true
+		grep -E "RESULT|filled|FAIL|ok|scale_test"
 }
 cd "$repo"
 trap 'phase drop >/dev/null' EXIT

@@ -25,9 +25,10 @@ const (
 	DefaultTimeout        = 6 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
 	// DefaultIndexBuckets is the bucket count of a new keyspace's
-	// by-content index: at 10^8 reactions on one item, 1.6·10^6 entries
-	// (about 60 MB) per partition; see docs/data-model.md.
-	DefaultIndexBuckets = 64
+	// by-content index: at 10^8 reactions on one item, 7.8·10^5 entries
+	// (under 100 MB with 36-byte user ids) per partition; see
+	// docs/data-model.md.
+	DefaultIndexBuckets = 128
 	// MaxIndexBuckets bounds Config.IndexBuckets.
 	MaxIndexBuckets = 4096
 )

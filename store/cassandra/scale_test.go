@@ -52,8 +52,8 @@ func scaleEnv(t *testing.T) (phase string, sizes []int, user int) {
 // hotItem names the item of n live reactions.
 func hotItem(n int) string { return fmt.Sprintf("hot-%d", n) }
 
-// scaleUser names the i-th user of a hot item.
-func scaleUser(i int) string { return fmt.Sprintf("user-%08d", i) }
+// scaleUser names the i-th user of a hot item: 36 bytes, as a UUID.
+func scaleUser(i int) string { return fmt.Sprintf("%08x-%04x-4000-8000-%012x", i, i%65536, i*7919) }
 
 // undone reports whether the i-th reaction of an item is undone: one in 11,
 // so the live ones are 10 for every undone one (10 % of the live count).
