@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
@@ -44,6 +45,7 @@ func RunRecount(t *testing.T, open func(t *testing.T) RecountStore) {
 		{"Recount/FollowsChanges", testRecountFollows},
 		{"Recount/ManyUsers", testRecountManyUsers},
 		{"Recount/Resumes", testRecountResumes},
+		{"Recount/ResumesAfterFailures", testRecountResumesAfterFailures},
 		{"Recount/Misuse", testRecountMisuse},
 	})
 }
@@ -332,6 +334,63 @@ func testRecountResumes(t *testing.T, s RecountStore) {
 		if !slices.Equal(last, want) {
 			t.Fatalf("resumed RecountReactions = %+v; want %+v", last, want)
 		}
+	}
+}
+
+// testRecountResumesAfterFailures counts an item in calls that mostly fail
+// (a deadline that ends within the call, as a node that stops answering
+// would): a failed call returns an error and either "" (resume from the
+// cursor passed) or a later cursor, the tallies of any call never exceed
+// the item's (a part that could not be read is missing, never invented),
+// and the count resumed through the failures ends at the exact tallies.
+func testRecountResumesAfterFailures(t *testing.T, s RecountStore) {
+	content, want := manyUsers(t, s, 80)
+	limit := map[string]engagement.RegionTally{}
+	for _, w := range want {
+		limit[w.Region] = w
+	}
+	var (
+		cursor   string
+		failures int
+		got      []engagement.RegionTally
+	)
+	for calls := 0; ; calls++ {
+		if calls == maxRecountCalls {
+			t.Fatalf("no end after %d calls", calls)
+		}
+		// Deadlines from 0.1 ms to 5 ms; after many failures in a row
+		// a call gets long enough to progress.
+		d := time.Duration(1+calls%50) * 100 * time.Microsecond
+		if failures > 20 {
+			d = time.Minute
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		tallies, next, _, err := s.RecountReactions(ctx, content, cursor, 7)
+		cancel()
+		for _, x := range tallies {
+			if l := limit[x.Region]; x.Likes > l.Likes || x.Dislikes > l.Dislikes {
+				t.Fatalf("call %d counted %+v in %s; the item has %+v", calls, x, x.Region, l)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, store.ErrInvalid) {
+				t.Fatalf("call %d: %v", calls, err)
+			}
+			failures++
+			if next != "" {
+				cursor = next
+			}
+			continue
+		}
+		failures = 0
+		if next == "" {
+			got = tallies
+			break
+		}
+		cursor = next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("count resumed through failures = %+v; want %+v", got, want)
 	}
 }
 
