@@ -3,11 +3,13 @@ package rollup
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,19 +22,34 @@ import (
 )
 
 // RecountStore is what the recount job needs of a store: the totals, a
-// resumable scan over them, a cheap count of one item's reactions from the
-// by-content index, and the count a repair may rely on.
+// resumable scan over them and a resumable count of one item's reactions
+// from the by-content index.
 type RecountStore interface {
 	StatsStore
 	// ScanStats returns up to limit rows after cursor and the cursor to
 	// pass next ("" starts over; a next of "" means the scan wrapped).
 	ScanStats(ctx context.Context, cursor string, limit int) (rows []engagement.Stats, next string, err error)
-	// CountReactions counts an item's reactions from the by-content index.
+	// CountReactions counts an item's reactions from the by-content index
+	// in one call (tools and tests; the job uses RecountReactions).
 	CountReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error)
-	// RecountReactions counts an item's reactions for a repair. When
-	// complete is false the tallies may miss reactions, but never count
-	// one that does not exist (each cell is a lower bound).
-	RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error)
+	// RecountReactions counts an item's reactions from the by-content
+	// index, one read per reaction, resumably: from cursor ("" starts),
+	// about budget entries per call, returning the tallies so far and the
+	// cursor to pass next ("" when finished; on an error, a cursor that
+	// resumes after what was read). complete reports that a finished
+	// count is exact; when false, an entry may be missing (a cell may be
+	// short) or stale.
+	RecountReactions(ctx context.Context, contentID, cursor string, budget int) (tallies []engagement.RegionTally, next string, complete bool, err error)
+}
+
+// Verifier is implemented by a store whose RecountReactions is not complete
+// (Cassandra): VerifyReactions counts an item by the reaction rows the
+// index names, so a stale entry counts as what its row holds. It never
+// counts a reaction that does not exist (each cell is a lower bound), and
+// costs one more read per reaction; the job calls it only before it raises
+// a total.
+type Verifier interface {
+	VerifyReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error)
 }
 
 // MaxRecountIDs bounds the ids of one on-demand recount.
@@ -70,18 +87,36 @@ type RecountConfig struct {
 	// again under the apply lock just before a repair is written, and must
 	// be safe for concurrent use.
 	Owns func(partition uint32) bool
+	// CountBudget is how many index entries one RecountReactions call
+	// reads (1..MaxRecountBatch·100).
+	CountBudget int
+	// ItemTimeout bounds the time one check spends counting an item. A
+	// count that does not finish keeps its cursor and resumes at the next
+	// pass or on-demand recount of the item.
+	ItemTimeout time.Duration
+	// ProgressFile, when set, is where unfinished counts are kept (JSON,
+	// replaced atomically), so a count resumes after a restart; empty
+	// keeps them in memory only.
+	ProgressFile string
 }
 
+// MaxInProgress bounds the unfinished counts a Recounter keeps.
+const MaxInProgress = 1000
+
 // DefaultRecountConfig returns the defaults: a pass a minute over 1,000
-// rows, items stale after 10 minutes, 20 sampled, 30 s quiet, 16 partitions.
+// rows, items stale after 10 minutes, 20 sampled, 30 s quiet, 16 partitions,
+// counts read 20,000 entries a call and spend at most 30 s on an item per
+// check.
 func DefaultRecountConfig() RecountConfig {
 	return RecountConfig{
-		Interval:   time.Minute,
-		StaleAfter: 10 * time.Minute,
-		Sample:     20,
-		Quiet:      30 * time.Second,
-		Batch:      1000,
-		Partitions: 16,
+		Interval:    time.Minute,
+		StaleAfter:  10 * time.Minute,
+		Sample:      20,
+		Quiet:       30 * time.Second,
+		Batch:       1000,
+		Partitions:  16,
+		CountBudget: 20_000,
+		ItemTimeout: 30 * time.Second,
 	}
 }
 
@@ -105,6 +140,12 @@ func (c RecountConfig) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > 4096 {
 		errs = append(errs, fmt.Errorf("partitions %d: want 1..4096", c.Partitions))
+	}
+	if c.CountBudget < 1 || c.CountBudget > MaxRecountBatch*100 {
+		errs = append(errs, fmt.Errorf("count_budget %d: want 1..%d", c.CountBudget, MaxRecountBatch*100))
+	}
+	if c.ItemTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("item_timeout %v: must be positive", c.ItemTimeout))
 	}
 	for _, p := range c.Owned {
 		if int(p) >= c.Partitions {
@@ -130,7 +171,18 @@ type RecountStats struct {
 	// RowsUnrepaired counts rows whose total is above a count that may be
 	// short (a store whose count is not complete): left as they are.
 	RowsUnrepaired atomic.Uint64
-	Errors         atomic.Uint64
+	// CountsUnfinished counts checks whose count stopped before the end:
+	// at ItemTimeout, or on an index read that failed (then the item is
+	// reported unrepaired). The count resumes from its cursor.
+	CountsUnfinished atomic.Uint64
+	// CountsResumed counts checks that continued an unfinished count.
+	CountsResumed atomic.Uint64
+	// Verifies counts counts verified by the reaction rows before a raise
+	// (Verifier).
+	Verifies atomic.Uint64
+	// InProgress is the number of unfinished counts kept.
+	InProgress atomic.Int64
+	Errors     atomic.Uint64
 	// LastPassMillis is the Unix time in milliseconds at which the last
 	// pass ended (0 before the first).
 	LastPassMillis atomic.Int64
@@ -187,6 +239,8 @@ type ItemResult struct {
 	Drift int64
 	// Reason explains deferred, unrepaired, not_owned and error outcomes.
 	Reason string
+
+	cursor string // where the item's count continues from
 }
 
 // PassReport summarises one periodic pass.
@@ -194,6 +248,7 @@ type PassReport struct {
 	RowsScanned int
 	Stale       int // stale items checked
 	Sampled     int // recently updated items checked
+	Resumed     int // items whose unfinished count continued
 	Wrapped     bool
 	Items       []ItemResult
 }
@@ -239,6 +294,9 @@ type Recounter struct {
 
 	passMu sync.Mutex // one pass at a time; guards cursor
 	cursor string
+
+	progMu   sync.Mutex // guards progress and the progress file
+	progress map[string]*countProgress
 }
 
 // NewRecounter returns the recount job of ru over st, which must be the
@@ -250,7 +308,11 @@ func NewRecounter(ru *Rollup, st RecountStore, cfg RecountConfig, logger *slog.L
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	rc := &Recounter{ru: ru, st: st, cfg: cfg, logger: logger.With("component", "recount")}
+	rc := &Recounter{ru: ru, st: st, cfg: cfg, logger: logger.With("component", "recount"),
+		progress: map[string]*countProgress{}}
+	if err := rc.loadProgress(); err != nil {
+		return nil, fmt.Errorf("cannot create recounter: %w", err)
+	}
 	if len(cfg.Owned) > 0 {
 		rc.owned = make([]bool, cfg.Partitions)
 		for _, p := range cfg.Owned {
@@ -266,7 +328,7 @@ func (rc *Recounter) Stats() *RecountStats { return &rc.stats }
 // Config returns the configuration.
 func (rc *Recounter) Config() RecountConfig { return rc.cfg }
 
-// behind reports why repairs of items counted at countedAt must wait, or
+// behind reports why repairs of items whose count began at countedAt must wait, or
 // "" when they need not: a message failed to apply and none has been
 // applied since (its deltas are in flight, however long its retry backoff
 // is), or one failed since Quiet before the count, or a message applied
@@ -368,6 +430,15 @@ func (rc *Recounter) Pass(ctx context.Context) (PassReport, error) {
 	sampled := fresh[:min(rc.cfg.Sample, len(fresh))]
 	rep.Stale, rep.Sampled = len(stale), len(sampled)
 	ids := append(stale, sampled...)
+	// Unfinished counts continue first, a few per pass.
+	var resumed []string
+	for _, id := range rc.unfinished(maxResumesPerPass) {
+		if !slices.Contains(ids, id) && rc.owns(partial.PartitionOf(id, rc.cfg.Partitions)) {
+			resumed = append(resumed, id)
+		}
+	}
+	rep.Resumed = len(resumed)
+	ids = append(resumed, ids...)
 	if len(ids) > 0 {
 		rep.Items, err = rc.check(ctx, ids, RecountOptions{})
 		if err != nil {
@@ -415,8 +486,9 @@ func (rc *Recounter) Recount(ctx context.Context, ids []string, opts RecountOpti
 
 // candidate is an item with drift, waiting for its repair.
 type candidate struct {
-	i    int                // index in the results
-	rows []engagement.Stats // the rows as read before the count
+	i       int                // index in the results
+	rows    []engagement.Stats // the rows as read before the count began
+	started time.Time          // when they were read
 }
 
 // check compares each item of ids with its reactions and repairs the
@@ -439,6 +511,7 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 	}
 	// 1. The rows, before any count: a delta applied after this read
 	// changes them.
+	readAt := time.Now()
 	before, err := rc.st.ReadStats(ctx, owned)
 	if err != nil {
 		rc.stats.Errors.Add(1)
@@ -451,8 +524,17 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 		if res.Status != "" {
 			continue
 		}
-		rows := before[res.ContentID]
-		drift, err := rc.count(ctx, res, rows, opts)
+		rows, started := before[res.ContentID], readAt
+		if p := rc.takeProgress(res.ContentID); p != nil {
+			if sameRows(rows, p.Rows) {
+				// The rows did not change since the count began: it
+				// continues, against the rows it began with.
+				rows, started = p.Rows, p.Started
+				res.cursor = p.Cursor
+				rc.stats.CountsResumed.Add(1)
+			}
+		}
+		drift, err := rc.count(ctx, res, rows, started, opts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("cannot recount: %w", ctx.Err())
@@ -462,13 +544,19 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 			continue
 		}
 		if drift {
-			cands = append(cands, candidate{i: i, rows: rows})
+			cands = append(cands, candidate{i: i, rows: rows, started: started})
 		}
 	}
 	if len(cands) == 0 {
 		return results, nil
 	}
 	countedAt := time.Now()
+	from := countedAt
+	for _, c := range cands {
+		if c.started.Before(from) {
+			from = c.started
+		}
+	}
 	// 3. Wait until every delta of a change the counts saw has been
 	// applied (the Quiet assumption)...
 	if !backoff.Sleep(ctx, time.Until(countedAt.Add(rc.cfg.Quiet))) {
@@ -476,18 +564,54 @@ func (rc *Recounter) check(ctx context.Context, ids []string, opts RecountOption
 	}
 	// 4. ...then repair the items whose rows did not change meanwhile,
 	// with no message applied between that check and the write.
-	if err := rc.repair(ctx, results, cands, countedAt); err != nil {
+	if err := rc.repair(ctx, results, cands, from); err != nil {
 		return nil, err
 	}
 	return results, nil
 }
 
 // count fills res from the item's rows and reactions and reports whether
-// the item has drift that a repair may fix.
-func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engagement.Stats, opts RecountOptions) (bool, error) {
-	tallies, err := rc.st.CountReactions(ctx, res.ContentID)
-	if err != nil {
-		return false, err
+// the item has drift that a repair may fix. rows were read at started,
+// before the count began (or continues from res.cursor). A count that does
+// not finish within ItemTimeout, or that cannot read part of the index,
+// keeps its cursor for the next check.
+func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engagement.Stats, started time.Time, opts RecountOptions) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, rc.cfg.ItemTimeout)
+	defer cancel()
+	var (
+		tallies  []engagement.RegionTally
+		complete bool
+		err      error
+		cursor   = res.cursor
+	)
+	for {
+		var next string
+		tallies, next, complete, err = rc.st.RecountReactions(cctx, res.ContentID, cursor, rc.cfg.CountBudget)
+		if next != "" {
+			cursor = next
+		}
+		if err == nil && next == "" {
+			break
+		}
+		if err == nil && cctx.Err() == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		switch {
+		case err == nil || cctx.Err() != nil:
+			res.Status = ItemDeferred
+			res.Reason = fmt.Sprintf("the count did not finish within %v; it resumes at the next check of the item", rc.cfg.ItemTimeout)
+		case errors.Is(err, store.ErrUnavailable):
+			res.Status = ItemUnrepaired
+			res.Reason = fmt.Sprintf("part of the item's index cannot be read, so the count stops there (never taking it as empty) and resumes at the next check: %v", err)
+		default:
+			return false, err
+		}
+		rc.stats.CountsUnfinished.Add(1)
+		rc.keepProgress(res.ContentID, &countProgress{Cursor: cursor, Rows: rows, Started: started})
+		return false, nil
 	}
 	if len(rows) == 0 && len(tallies) == 0 {
 		res.Status = ItemUnknown
@@ -495,18 +619,29 @@ func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engageme
 		return false, nil
 	}
 	rc.stats.ItemsChecked.Add(1)
-	plan, err := planRows(rows, tallies, true, false)
+	plan, err := planRows(rows, tallies, complete, opts.AllowLower)
 	if err != nil {
 		return false, err
 	}
-	if changed(plan) > 0 {
-		// The index says the totals drifted: count the way a repair may
-		// rely on.
-		var complete bool
-		if tallies, complete, err = rc.st.RecountReactions(ctx, res.ContentID); err != nil {
+	if v, ok := rc.st.(Verifier); ok && !complete && raises(plan) {
+		// An index that may be stale must not raise a total: count the
+		// rows the entries name instead (each cell a lower bound).
+		rc.stats.Verifies.Add(1)
+		vctx, cancel := context.WithTimeout(ctx, rc.cfg.ItemTimeout)
+		tallies, err = v.VerifyReactions(vctx, res.ContentID)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			if errors.Is(err, store.ErrUnavailable) || vctx.Err() != nil {
+				res.Status = ItemUnrepaired
+				res.Reason = fmt.Sprintf("the count would raise a total, and verifying it by the reaction rows failed: %v", err)
+				return false, nil
+			}
 			return false, err
 		}
-		if plan, err = planRows(rows, tallies, complete, opts.AllowLower); err != nil {
+		if plan, err = planRows(rows, tallies, false, opts.AllowLower); err != nil {
 			return false, err
 		}
 	}
@@ -526,20 +661,30 @@ func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engageme
 	return false, nil
 }
 
+// raises reports whether a plan raises a cell.
+func raises(plan []RowResult) bool {
+	for _, r := range plan {
+		if r.After.Likes > r.Before.Likes || r.After.Dislikes > r.Before.Dislikes {
+			return true
+		}
+	}
+	return false
+}
+
 func unrepairedReason(rows int) string {
 	return fmt.Sprintf("%d row(s) are above a count that may be short (the store cannot prove every reaction has a by-content entry); left as they are, recount with allow_lower to lower them", rows)
 }
 
 // repair re-reads the candidates' rows under the apply lock and writes
 // the repairs of those that did not change since they were counted.
-func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []candidate, countedAt time.Time) error {
+func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []candidate, from time.Time) error {
 	ids := make([]string, len(cands))
 	for k, c := range cands {
 		ids[k] = results[c.i].ContentID
 	}
 	now := rc.ru.now()
 	resume := rc.ru.pauseApplies()
-	behind := rc.behind(countedAt)
+	behind := rc.behind(from)
 	current, err := rc.st.ReadStats(ctx, ids)
 	var (
 		writes []engagement.Stats
@@ -747,4 +892,103 @@ func abs(v int64) int64 {
 		return -v
 	}
 	return v
+}
+
+// maxResumesPerPass bounds the unfinished counts one pass continues.
+const maxResumesPerPass = 10
+
+// countProgress is an unfinished count of one item: its cursor, and the
+// item's rows as read before the count began (the repair compares the rows
+// with these, however many checks the count takes).
+type countProgress struct {
+	Cursor  string             `json:"cursor"`
+	Rows    []engagement.Stats `json:"rows"`
+	Started time.Time          `json:"started"`
+}
+
+// unfinished returns up to n items with an unfinished count, oldest first.
+func (rc *Recounter) unfinished(n int) []string {
+	rc.progMu.Lock()
+	defer rc.progMu.Unlock()
+	ids := slices.Collect(maps.Keys(rc.progress))
+	slices.SortFunc(ids, func(a, b string) int { return rc.progress[a].Started.Compare(rc.progress[b].Started) })
+	return ids[:min(n, len(ids))]
+}
+
+// takeProgress removes and returns the unfinished count of id, if any.
+func (rc *Recounter) takeProgress(id string) *countProgress {
+	rc.progMu.Lock()
+	defer rc.progMu.Unlock()
+	p := rc.progress[id]
+	if p != nil {
+		delete(rc.progress, id)
+		rc.saveProgressLocked()
+	}
+	return p
+}
+
+// keepProgress records the unfinished count of id. Beyond MaxInProgress the
+// oldest is dropped (its item is counted from the start next time).
+func (rc *Recounter) keepProgress(id string, p *countProgress) {
+	rc.progMu.Lock()
+	defer rc.progMu.Unlock()
+	rc.progress[id] = p
+	for len(rc.progress) > MaxInProgress {
+		var oldest string
+		for k, v := range rc.progress {
+			if oldest == "" || v.Started.Before(rc.progress[oldest].Started) {
+				oldest = k
+			}
+		}
+		delete(rc.progress, oldest)
+	}
+	rc.saveProgressLocked()
+}
+
+// saveProgressLocked writes the unfinished counts to ProgressFile, if set:
+// to a temporary file first, renamed over the old one, so a crash leaves
+// the old or the new file. A failure is logged: progress is an
+// optimisation, never needed for a correct repair.
+func (rc *Recounter) saveProgressLocked() {
+	rc.stats.InProgress.Store(int64(len(rc.progress)))
+	if rc.cfg.ProgressFile == "" {
+		return
+	}
+	b, err := json.Marshal(rc.progress)
+	if err == nil {
+		tmp := rc.cfg.ProgressFile + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, rc.cfg.ProgressFile)
+		}
+	}
+	if err != nil {
+		rc.logger.Warn("cannot save the recount's unfinished counts", "file", rc.cfg.ProgressFile, "err", err)
+	}
+}
+
+// loadProgress reads ProgressFile, if set and present. A file that cannot
+// be parsed is logged and ignored (the counts start over).
+func (rc *Recounter) loadProgress() error {
+	if rc.cfg.ProgressFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(rc.cfg.ProgressFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read progress file: %w", err)
+	}
+	m := map[string]*countProgress{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		rc.logger.Warn("ignoring an unreadable recount progress file", "file", rc.cfg.ProgressFile, "err", err)
+		return nil
+	}
+	for id, p := range m {
+		if engagement.ValidID(id) && p != nil && p.Cursor != "" {
+			rc.progress[id] = p
+		}
+	}
+	rc.stats.InProgress.Store(int64(len(rc.progress)))
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -843,5 +844,162 @@ func TestRecountDefersAfterTroubleJustBeforeTheCount(t *testing.T) {
 				t.Fatalf("global likes = %d; want 10 (untouched by the recount)", got)
 			}
 		})
+	}
+}
+
+// slowCount wraps a store (a unit test of the job above it): each
+// RecountReactions call waits delay, and fails with ErrUnavailable, having
+// read nothing, while failing is set (a bucket that cannot be read).
+type slowCount struct {
+	RecountStore
+	delay   time.Duration
+	failing atomic.Bool
+	calls   atomic.Int64
+}
+
+func (s *slowCount) RecountReactions(ctx context.Context, id, cursor string, budget int) ([]engagement.RegionTally, string, bool, error) {
+	s.calls.Add(1)
+	if !sleepCtx(ctx, s.delay) {
+		return nil, cursor, false, ctx.Err()
+	}
+	if s.failing.Load() {
+		return nil, cursor, false, fmt.Errorf("%w: bucket 3 of %s cannot be read", store.ErrUnavailable, id)
+	}
+	return s.RecountStore.RecountReactions(ctx, id, cursor, budget)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// bigItem makes an item of n likes in "us" whose totals lost every one.
+func bigItem(t *testing.T, st *embedded.Store, id string, n int) {
+	t.Helper()
+	rs := make([]reaction, n)
+	for i := range rs {
+		rs[i] = reaction{fmt.Sprintf("u%03d", i), "us", engagement.ActionLike}
+	}
+	insertReactions(t, st, id, rs)
+	if err := st.WriteStats(t.Context(), []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope, LastSeq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecountUnreadableIndexIsUnrepaired checks that a count that cannot
+// read part of the index reports the item unrepaired and writes nothing
+// (what it could not read is not taken as zero), and that the next check
+// resumes the count and repairs the item.
+func TestRecountUnreadableIndexIsUnrepaired(t *testing.T) {
+	inner := embeddedtest.Open(t, embedded.Config{NoSync: true})
+	bigItem(t, inner, "big", 40)
+	st := &slowCount{RecountStore: inner}
+	cfg := testRecountConfig(time.Millisecond)
+	cfg.CountBudget = 10
+	rc := newTestRecounter(t, st, cfg)
+	// The first call reads 10 entries; the second cannot read.
+	st.RecountStore = &failAfter{RecountStore: inner, n: 1, st: st}
+	res, err := rc.Recount(t.Context(), []string{"big"}, RecountOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != ItemUnrepaired || !strings.Contains(res[0].Reason, "bucket 3") {
+		t.Fatalf("result = %+v; want unrepaired, naming the failure", res[0])
+	}
+	if got := tallies(t, inner, "big"); got["global"] != (Tally{}) {
+		t.Fatalf("a failed count wrote totals: %v", got)
+	}
+	if s := rc.Stats(); s.CountsUnfinished.Load() != 1 || s.InProgress.Load() != 1 {
+		t.Fatalf("unfinished %d, in progress %d; want 1, 1", s.CountsUnfinished.Load(), s.InProgress.Load())
+	}
+	// The index is readable again: the count continues where it stopped.
+	st.failing.Store(false)
+	st.RecountStore = inner
+	calls := st.calls.Load()
+	res, err = rc.Recount(t.Context(), []string{"big"}, RecountOptions{})
+	if err != nil || res[0].Status != ItemRepaired || res[0].Drift != 80 {
+		t.Fatalf("second recount = %+v, %v; want repaired, drift 80", res, err)
+	}
+	if n := st.calls.Load() - calls; n != 3 {
+		t.Fatalf("the resumed count took %d calls; want 3 (30 entries left, 10 a call)", n)
+	}
+	if s := rc.Stats(); s.CountsResumed.Load() != 1 || s.InProgress.Load() != 0 {
+		t.Fatalf("resumed %d, in progress %d; want 1, 0", s.CountsResumed.Load(), s.InProgress.Load())
+	}
+}
+
+// failAfter passes n RecountReactions calls to the store, then sets st
+// failing.
+type failAfter struct {
+	RecountStore
+	n  int
+	st *slowCount
+}
+
+func (f *failAfter) RecountReactions(ctx context.Context, id, cursor string, budget int) ([]engagement.RegionTally, string, bool, error) {
+	if f.n == 0 {
+		f.st.failing.Store(true)
+		return f.st.RecountReactions(ctx, id, cursor, budget)
+	}
+	f.n--
+	return f.RecountStore.RecountReactions(ctx, id, cursor, budget)
+}
+
+// TestRecountResumesAcrossChecksAndRestarts checks that a count longer than
+// ItemTimeout stops with its cursor, continues at later checks — of a
+// Recounter started again from the progress file, as after a SIGKILL — and
+// repairs the item once it ends.
+func TestRecountResumesAcrossChecksAndRestarts(t *testing.T) {
+	inner := embeddedtest.Open(t, embedded.Config{NoSync: true})
+	bigItem(t, inner, "big", 60)
+	st := &slowCount{RecountStore: inner, delay: 30 * time.Millisecond}
+	cfg := testRecountConfig(time.Millisecond)
+	cfg.CountBudget = 5
+	cfg.ItemTimeout = 100 * time.Millisecond
+	cfg.ProgressFile = filepath.Join(t.TempDir(), "progress.json")
+	rc := newTestRecounter(t, st, cfg)
+	res, err := rc.Recount(t.Context(), []string{"big"}, RecountOptions{})
+	if err != nil || res[0].Status != ItemDeferred || !strings.Contains(res[0].Reason, "did not finish") {
+		t.Fatalf("first recount = %+v, %v; want deferred, unfinished", res, err)
+	}
+	if got := tallies(t, inner, "big"); got["global"] != (Tally{}) {
+		t.Fatalf("an unfinished count wrote totals: %v", got)
+	}
+	var status ItemStatus
+	for restart := 0; restart < 20 && status != ItemRepaired; restart++ {
+		// A new Recounter (a restarted process) finds the count in the
+		// progress file.
+		rc = newTestRecounter(t, st, cfg)
+		if n := rc.Stats().InProgress.Load(); n != 1 {
+			t.Fatalf("restart %d: %d counts in progress; want 1", restart, n)
+		}
+		res, err = rc.Recount(t.Context(), []string{"big"}, RecountOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status = res[0].Status
+		if status != ItemRepaired && status != ItemDeferred {
+			t.Fatalf("restart %d: %+v; want deferred or repaired", restart, res[0])
+		}
+		if rc.Stats().CountsResumed.Load() != 1 {
+			t.Fatalf("restart %d: the count did not resume", restart)
+		}
+	}
+	if status != ItemRepaired || res[0].Drift != 120 {
+		t.Fatalf("last recount = %+v; want repaired, drift 120", res[0])
+	}
+	// 60 entries, 5 a call: 12 calls and the one that finds the end, in
+	// whatever checks; a count that started over would need more.
+	if n := st.calls.Load(); n > 13+20 {
+		t.Fatalf("%d calls in all; a resumed count should need about 13", n)
+	}
+	if got := tallies(t, inner, "big"); got["global"] != (Tally{60, 0}) || got["us"] != (Tally{60, 0}) {
+		t.Fatalf("totals after the count = %v", got)
 	}
 }

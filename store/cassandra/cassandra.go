@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,12 @@ var (
 	ErrIndexBehind = errors.New("reaction applied but its by-content entry was not written")
 )
 
+// indexTable is the bucketed by-content index.
+const indexTable = IndexTable
+
+// IndexTable is the bucketed by-content index.
+const IndexTable = "user_likes_by_bucket"
+
 // maxKeyPart bounds one id, scope, counter or window name in bytes. Cassandra
 // refuses partition keys over 64 KiB; ids are at most engagement.MaxIDLen.
 const maxKeyPart = 1024
@@ -53,6 +60,10 @@ type Store struct {
 	timeout    time.Duration
 	q          statements
 	counters   Counters
+	keyspace   string
+	// buckets is the bucket count of the by-content index (the keyspace's
+	// index_buckets).
+	buckets int
 	// lastTS is the last write timestamp handed out by writeTimestamp.
 	lastTS atomic.Int64
 }
@@ -71,6 +82,15 @@ type Counters struct {
 	// Deletes counts applied undos: each leaves a tombstone (the deleted
 	// by-content entry) and a marker row.
 	Deletes atomic.Int64
+	// IndexPages and IndexRowsRead count the pages of by-content entries
+	// read (CountReactions, RecountReactions) and the entries they held.
+	IndexPages    atomic.Int64
+	IndexRowsRead atomic.Int64
+	// TombstoneWarnings counts index pages the server answered with a
+	// warning (Cassandra warns when one read scans more than
+	// tombstone_warn_threshold tombstones, 1,000 by default). Paging keeps
+	// it at zero under ordinary undo rates; see docs/data-model.md.
+	TombstoneWarnings atomic.Int64
 	// Fenced counts settled writes whose row was fenced (see settle) so a
 	// copy of the write still queued in the cluster can never apply.
 	Fenced atomic.Int64
@@ -85,7 +105,9 @@ type statements struct {
 	insertReaction, updateReaction, delReact string
 	reviveReaction                           string
 	fenceBump, fenceInsert                   string
-	putIndex, delIndex, countIndex           string
+	putIndex, delIndex                       string
+	indexFirst, indexAfter, indexUser        string
+	getLayout, putLayout                     string
 	readStats, readStatsIn, writeStats       string
 	scanStats, scanStatsItem                 string
 	putTrending, getTrending, readTrending   string
@@ -117,12 +139,21 @@ func newStatements(ks string) statements {
 			` WHERE user_id = ? AND content_id = ? IF version = ? AND incarnation = ?`,
 		fenceInsert: `INSERT INTO ` + ks + `.user_likes (user_id, content_id, action, region, version, incarnation, updated_at)` +
 			` VALUES (?, ?, ?, '', 1, ?, ?) IF NOT EXISTS`,
-		putIndex: `INSERT INTO ` + ks + `.user_likes_by_content (content_id, user_id, incarnation, action, region, version)` +
-			` VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
-		delIndex: `DELETE FROM ` + ks + `.user_likes_by_content USING TIMESTAMP ?` +
-			` WHERE content_id = ? AND user_id = ? AND incarnation = ?`,
-		countIndex: `SELECT user_id, incarnation, action, region FROM ` + ks +
-			`.user_likes_by_content WHERE content_id = ?`,
+		// The by-content index, one partition per (item, bucket); see
+		// docs/data-model.md. A scan reads a bucket in pages of LIMIT
+		// entries that resume after the last user of the page before.
+		putIndex: `INSERT INTO ` + ks + `.` + indexTable + ` (content_id, bucket, user_id, incarnation, action, region, version)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
+		delIndex: `DELETE FROM ` + ks + `.` + indexTable + ` USING TIMESTAMP ?` +
+			` WHERE content_id = ? AND bucket = ? AND user_id = ? AND incarnation = ?`,
+		indexFirst: `SELECT user_id, incarnation, action, region FROM ` + ks + `.` + indexTable +
+			` WHERE content_id = ? AND bucket = ? LIMIT ?`,
+		indexAfter: `SELECT user_id, incarnation, action, region FROM ` + ks + `.` + indexTable +
+			` WHERE content_id = ? AND bucket = ? AND user_id > ? LIMIT ?`,
+		indexUser: `SELECT user_id, incarnation, action, region FROM ` + ks + `.` + indexTable +
+			` WHERE content_id = ? AND bucket = ? AND user_id = ?`,
+		getLayout: `SELECT value FROM ` + ks + `.layout WHERE name = ?`,
+		putLayout: `INSERT INTO ` + ks + `.layout (name, value) VALUES (?, ?) IF NOT EXISTS`,
 		readStats: `SELECT scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
 			`.content_stats WHERE content_id = ?`,
 		readStatsIn: `SELECT content_id, scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
@@ -152,7 +183,8 @@ func newStatements(ks string) statements {
 func (q *statements) all() []string {
 	return []string{
 		q.getReaction, q.getReactions, q.insertReaction, q.updateReaction, q.delReact,
-		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex, q.countIndex, q.readStats, q.readStatsIn, q.writeStats,
+		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex,
+		q.indexFirst, q.indexAfter, q.indexUser, q.getLayout, q.putLayout, q.readStats, q.readStatsIn, q.writeStats,
 		q.scanStats, q.scanStatsItem,
 		q.putTrending, q.getTrending, q.readTrending,
 		q.readMarks, q.writeMark, q.deleteMarks,
@@ -181,15 +213,27 @@ func schema(ks string, r Replication) []string {
 		// Tables created before writer tokens get the column (an online
 		// schema change; older rows read as having no tokens).
 		`ALTER TABLE ` + ks + `.user_likes ADD IF NOT EXISTS writers frozen<list<bigint>>`,
-		`CREATE TABLE IF NOT EXISTS ` + ks + `.user_likes_by_content (
+		// The by-content index, bucketed by a hash of user_id so that no
+		// partition outgrows ~100 MB at 10^8 reactions per item (see
+		// docs/data-model.md). It replaces user_likes_by_content
+		// (PRIMARY KEY ((content_id), user_id, incarnation)); MigrateIndex
+		// copies that table's entries into it.
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.` + indexTable + ` (
 			content_id text,
+			bucket int,
 			user_id text,
 			incarnation bigint,
 			action text,
 			region text,
 			version bigint,
-			PRIMARY KEY ((content_id), user_id, incarnation)
-		) WITH comment = 'By-content entries of user_likes, written after each applied change with write timestamp = row version (+1 for a delete).'`,
+			PRIMARY KEY ((content_id, bucket), user_id, incarnation)
+		) WITH comment = 'By-content entries of user_likes, bucket = xxhash64(user_id) mod the keyspace''s index_buckets (table layout), written after each applied change with write timestamp = row version (+1 for a delete).'`,
+		// Facts fixed for the keyspace's life, written once (IF NOT
+		// EXISTS): index_buckets.
+		`CREATE TABLE IF NOT EXISTS ` + ks + `.layout (
+			name text PRIMARY KEY,
+			value int
+		) WITH comment = 'Layout of the keyspace, each fact written once by the first Open: index_buckets is the bucket count of ` + indexTable + `.'`,
 		`CREATE TABLE IF NOT EXISTS ` + ks + `.content_stats (
 			content_id text,
 			scope text,
@@ -269,6 +313,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		serialCons: serial,
 		timeout:    cfg.Timeout,
 		q:          newStatements(cfg.Keyspace),
+		keyspace:   cfg.Keyspace,
 	}
 	if err := s.init(ctx, cfg); err != nil {
 		session.Close()
@@ -289,7 +334,53 @@ func (s *Store) init(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("cannot prepare %q: %w", stmt, unavailable(err))
 		}
 	}
+	n, err := s.layout(ctx, layoutBuckets, cmp.Or(cfg.IndexBuckets, DefaultIndexBuckets))
+	if err != nil {
+		return fmt.Errorf("cannot read the index layout: %w", err)
+	}
+	if n < 1 || n > MaxIndexBuckets {
+		return fmt.Errorf("%w: keyspace %s has index_buckets %d, want 1..%d", ErrCorrupt, cfg.Keyspace, n, MaxIndexBuckets)
+	}
+	if cfg.IndexBuckets != 0 && cfg.IndexBuckets != n {
+		return fmt.Errorf("%w: index buckets %d: keyspace %s was created with %d, and a keyspace's bucket count never changes (leave it 0 to use the keyspace's)",
+			ErrInvalid, cfg.IndexBuckets, cfg.Keyspace, n)
+	}
+	s.buckets = n
 	return nil
+}
+
+// layoutBuckets names the bucket count of the by-content index in the
+// layout table.
+const layoutBuckets = "index_buckets"
+
+// layout returns the keyspace's value of name, writing want first if the
+// keyspace has none (the first Open of a keyspace decides; every later one
+// reads the same value).
+func (s *Store) layout(ctx context.Context, name string, want int) (int, error) {
+	var got int
+	err := s.session.Query(s.q.getLayout, name).Consistency(s.cons).Idempotent(true).ScanContext(ctx, &got)
+	if err == nil {
+		return got, nil
+	}
+	if !errors.Is(err, gocql.ErrNotFound) {
+		return 0, unavailable(err)
+	}
+	for range schemaAttempts {
+		m := make(map[string]any, 2)
+		_, err = s.session.Query(s.q.putLayout, name, want).Consistency(s.cons).SerialConsistency(s.serialCons).
+			MapScanCASContext(ctx, m)
+		if err == nil || !unknownOutcome(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	// Whichever Open won, the row now exists.
+	if err := s.session.Query(s.q.getLayout, name).Consistency(s.cons).Idempotent(true).ScanContext(ctx, &got); err != nil {
+		return 0, unavailable(err)
+	}
+	return got, nil
 }
 
 // schemaAttempts bounds the attempts of one schema statement.

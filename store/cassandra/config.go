@@ -24,6 +24,13 @@ const (
 	// off by the client.
 	DefaultTimeout        = 6 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
+	// DefaultIndexBuckets is the bucket count of a new keyspace's
+	// by-content index: at 10^8 reactions on one item, 7.8·10^5 entries
+	// (under 100 MB with 36-byte user ids) per partition; see
+	// docs/data-model.md.
+	DefaultIndexBuckets = 128
+	// MaxIndexBuckets bounds Config.IndexBuckets.
+	MaxIndexBuckets = 4096
 )
 
 // Config configures a Store. The zero value is not usable; start from
@@ -67,6 +74,11 @@ type Config struct {
 	Timeout time.Duration
 	// ConnectTimeout bounds dialling and the connection handshake.
 	ConnectTimeout time.Duration
+	// IndexBuckets is the number of partitions of each item's by-content
+	// index (1..MaxIndexBuckets). The first Open of a keyspace records it
+	// (0 records DefaultIndexBuckets); later ones must pass 0 or the same
+	// value: a keyspace's bucket count never changes.
+	IndexBuckets int
 
 	// dialer, when set, opens the driver's connections (tests use it to
 	// lose a connection at a chosen moment).
@@ -138,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("connect timeout %v is not positive", c.ConnectTimeout))
+	}
+	if c.IndexBuckets < 0 || c.IndexBuckets > MaxIndexBuckets {
+		errs = append(errs, fmt.Errorf("index buckets %d: want 0 (the keyspace's, %d for a new one) or 1..%d", c.IndexBuckets, DefaultIndexBuckets, MaxIndexBuckets))
 	}
 	return errors.Join(errs...)
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
 	"unicode/utf8"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/store"
@@ -555,7 +557,8 @@ func (s *Store) followUp(ctx context.Context) (context.Context, context.CancelFu
 func (s *Store) putIndex(ctx context.Context, r *engagement.Reaction) error {
 	ctx, cancel := s.followUp(ctx)
 	defer cancel()
-	err := s.query(s.q.putIndex, r.ContentID, r.UserID, int64(r.Incarnation), r.Action.String(), r.Region, r.Version, r.Version).
+	err := s.query(s.q.putIndex, r.ContentID, bucketOf(r.UserID, s.buckets), r.UserID, int64(r.Incarnation),
+		r.Action.String(), r.Region, r.Version, r.Version).
 		Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		s.counters.IndexBehind.Add(1)
@@ -569,7 +572,7 @@ func (s *Store) putIndex(ctx context.Context, r *engagement.Reaction) error {
 func (s *Store) delIndex(ctx context.Context, prev *engagement.Reaction) error {
 	ctx, cancel := s.followUp(ctx)
 	defer cancel()
-	err := s.query(s.q.delIndex, prev.Version+1, prev.ContentID, prev.UserID, int64(prev.Incarnation)).
+	err := s.query(s.q.delIndex, prev.Version+1, prev.ContentID, bucketOf(prev.UserID, s.buckets), prev.UserID, int64(prev.Incarnation)).
 		Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		s.counters.IndexBehind.Add(1)
@@ -579,8 +582,9 @@ func (s *Store) delIndex(ctx context.Context, prev *engagement.Reaction) error {
 }
 
 // CountReactions counts the reactions on contentID by the region that
-// recorded each row, from the by-content entries (one partition, paged).
-// Regions are sorted; an item without reactions has none.
+// recorded each row, from the by-content entries: every bucket of the item,
+// read in pages, up to fanOut queries at a time. Regions are sorted; an
+// item without reactions has none.
 //
 // A user with entries of more than one incarnation (left by a crash between
 // a delete and its entry's removal) is counted once, by the incarnation
@@ -590,58 +594,10 @@ func (s *Store) CountReactions(ctx context.Context, contentID string) ([]engagem
 	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
 		return nil, err
 	}
-	type entry struct {
-		user, action, region string
-		incarnation          int64
-	}
-	var (
-		out   []engagement.RegionTally
-		group []entry // the entries of one user
-	)
-	add := func(action, region string) error {
-		a, ok := engagement.ParseAction(action)
-		if !ok || a == engagement.ActionNone {
-			return fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, action)
-		}
-		out = store.AddTally(out, region, a)
-		return nil
-	}
-	flush := func() error {
-		switch len(group) {
-		case 0:
-			return nil
-		case 1:
-			return add(group[0].action, group[0].region)
-		}
-		cur, found, err := s.readReaction(ctx, s.cons, group[0].user, contentID)
-		if err != nil || !found || cur.Action == engagement.ActionNone {
-			return err
-		}
-		for _, e := range group {
-			if e.incarnation == int64(cur.Incarnation) {
-				return add(e.action, e.region)
-			}
-		}
-		return nil
-	}
-	iter := s.query(s.q.countIndex, contentID).Idempotent(true).IterContext(ctx)
-	var e entry
-	for iter.Scan(&e.user, &e.incarnation, &e.action, &e.region) {
-		if len(group) > 0 && group[0].user != e.user {
-			if err := flush(); err != nil {
-				_ = iter.Close() // the flush error is the one to report
-				return nil, fmt.Errorf("cannot %s: %w", op, err)
-			}
-			group = group[:0]
-		}
-		group = append(group, e)
-	}
-	if err := iter.Close(); err != nil {
-		return nil, fmt.Errorf("cannot %s: %w", op, unavailable(err))
-	}
-	if err := flush(); err != nil {
+	c := &recountCursor{item: xxhash.Sum64String(contentID), pos: make([]bucketPos, s.buckets)}
+	if err := s.count(ctx, contentID, c, math.MaxInt); err != nil {
 		return nil, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	store.SortTallies(out)
-	return out, nil
+	store.SortTallies(c.tallies)
+	return c.tallies, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/engagement"
@@ -14,10 +15,6 @@ import (
 
 // MaxScanLimit bounds the rows one ScanStats call returns.
 const MaxScanLimit = store.MaxScanLimit
-
-// recountChunk is how many users' rows RecountReactions reads before it
-// tallies them (at most fanOut at a time).
-const recountChunk = 256
 
 // cursorVersion is the first byte of a ScanStats cursor.
 const cursorVersion = 1
@@ -142,81 +139,108 @@ func decodeCursor(c string) (scanPos, bool) {
 }
 
 // RecountReactions counts the reactions on contentID by region for the
-// recount job, by the user_likes rows rather than by the by-content
-// entries: for every user that has an entry it reads the user's row (at
-// Config.Consistency, up to fanOut at a time) and counts the row's action
-// and region, or nothing when the row is a marker or gone. An entry left
-// stale because its follow-up write failed (ErrIndexBehind after an update
-// or an undo) therefore counts as what user_likes holds. Entries are read,
-// never changed.
+// recount job, from the by-content entries alone (one read per reaction),
+// as CountReactions does, and resumably: cursor "" starts a count, and a
+// call reads about budget entries (at least one page of every bucket it
+// touches) before it returns the tallies so far and the cursor to pass
+// next; a next of "" means the count is finished and tallies are the
+// item's. The cursor carries the partial tallies and each bucket's
+// position, so a count can stop (a deadline, a restart) and continue. On
+// an error, next is still a cursor that resumes after every page read:
+// a bucket that cannot be read (ErrBucketUnreadable, wrapped with
+// store.ErrUnavailable) is never counted as empty.
 //
-// complete is always false: the by-content entry of an insert whose
-// follow-up write failed does not exist, and the user_likes row it should
-// name cannot be found from the item's side without scanning every user.
-// The tallies are thus exact for every user with an entry and never count
-// a reaction that is not in user_likes: each region's likes and dislikes
-// are at most the true ones. The recount job relies on exactly this (it
-// raises totals to such a count, and lowers them only when told to).
-func (s *Store) RecountReactions(ctx context.Context, contentID string) (tallies []engagement.RegionTally, complete bool, err error) {
+// complete is always false: the by-content entry of a change whose
+// follow-up write failed (ErrIndexBehind) is missing or stale until the
+// change's row is written again, so a cell of the count may be off by the
+// index writes lost; see docs/recount.md for how the job handles it.
+//
+// A cursor of another item or keyspace layout, or a budget below 1, gives
+// ErrInvalid.
+func (s *Store) RecountReactions(ctx context.Context, contentID, cursor string, budget int) (tallies []engagement.RegionTally, next string, complete bool, err error) {
 	const op = "recount reactions"
 	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
-	var (
-		out   []engagement.RegionTally
-		users = make([]string, 0, recountChunk)
-		rows  = make([]engagement.Reaction, recountChunk)
-		found = make([]bool, recountChunk)
-	)
-	tally := func() error {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(fanOut)
-		for i, u := range users {
-			g.Go(func() error {
-				r, ok, err := s.readReaction(gctx, s.cons, u, contentID)
-				rows[i], found[i] = r, ok
-				return err
-			})
+	if budget < 1 {
+		return nil, "", false, invalidCall(op, "budget %d: want 1 or more entries", budget)
+	}
+	c := &recountCursor{item: xxhash.Sum64String(contentID), pos: make([]bucketPos, s.buckets)}
+	if cursor != "" {
+		if c, err = decodeRecountCursor(cursor, contentID, s.buckets); err != nil {
+			return nil, "", false, invalidCall(op, "cursor: %v", err)
 		}
-		if err := g.Wait(); err != nil {
-			return err
-		}
-		for i := range users {
-			r := &rows[i]
-			if !found[i] || r.Action == engagement.ActionNone {
-				continue
+	}
+	err = s.count(ctx, contentID, c, budget)
+	store.SortTallies(c.tallies)
+	if !c.done() {
+		next = c.encode()
+	}
+	if err != nil {
+		return c.tallies, next, false, fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return c.tallies, next, false, nil
+}
+
+// VerifyReactions counts the reactions on contentID by region by the
+// user_likes rows rather than by the by-content entries: for every user
+// with an entry it reads the user's row (at Config.Consistency, up to
+// fanOut at a time) and counts the row's action and region, or nothing for
+// a marker or no row. A stale entry (a follow-up write that failed after an
+// update or an undo) thus counts as what user_likes holds; a missing one
+// cannot be found from the item. The tallies never count a reaction that is
+// not in user_likes: each cell is at most the true one. It reads two rows
+// per reaction; the recount job calls it only before it raises a total.
+func (s *Store) VerifyReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
+	const op = "verify reactions"
+	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
+		return nil, err
+	}
+	var out []engagement.RegionTally
+	for b := range s.buckets {
+		pos := bucketPos{}
+		for pos.state != posDone {
+			q := s.query(s.q.indexFirst, contentID, b, indexPage)
+			if pos.state == posAfter {
+				q = s.query(s.q.indexAfter, contentID, b, pos.after, indexPage)
 			}
-			out = store.AddTally(out, r.Region, r.Action)
-		}
-		users = users[:0]
-		return nil
-	}
-	iter := s.query(s.q.countIndex, contentID).Idempotent(true).IterContext(ctx)
-	var (
-		user, action, region, prev string
-		incarnation                int64
-	)
-	for iter.Scan(&user, &incarnation, &action, &region) {
-		// Entries are clustered by user: a user with entries of several
-		// incarnations is read once.
-		if user == prev {
-			continue
-		}
-		prev = user
-		if len(users) == recountChunk {
-			if err := tally(); err != nil {
-				_ = iter.Close() // the read error is the one to report
-				return nil, false, fmt.Errorf("cannot %s: %w", op, err)
+			entries, err := s.scanEntries(ctx, q.PageSize(indexPage))
+			if err != nil {
+				return nil, fmt.Errorf("cannot %s: %w: bucket %d: %w", op, ErrBucketUnreadable, b, err)
+			}
+			pos.state = posDone
+			if len(entries) == indexPage {
+				pos = bucketPos{state: posAfter, after: entries[len(entries)-1].user}
+			}
+			// A user is read once, whatever its entries (the next page
+			// starts after the last user of this one).
+			users := make([]string, 0, len(entries))
+			for _, e := range entries {
+				if len(users) == 0 || users[len(users)-1] != e.user {
+					users = append(users, e.user)
+				}
+			}
+			rows := make([]engagement.Reaction, len(users))
+			found := make([]bool, len(users))
+			g, gctx := errgroup.WithContext(ctx)
+			g.SetLimit(fanOut)
+			for i, u := range users {
+				g.Go(func() error {
+					var err error
+					rows[i], found[i], err = s.readReaction(gctx, s.cons, u, contentID)
+					return err
+				})
+			}
+			if err := g.Wait(); err != nil {
+				return nil, fmt.Errorf("cannot %s: %w", op, err)
+			}
+			for i := range users {
+				if found[i] && rows[i].Action != engagement.ActionNone {
+					out = store.AddTally(out, rows[i].Region, rows[i].Action)
+				}
 			}
 		}
-		users = append(users, user)
-	}
-	if err := iter.Close(); err != nil {
-		return nil, false, fmt.Errorf("cannot %s: %w", op, unavailable(err))
-	}
-	if err := tally(); err != nil {
-		return nil, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	store.SortTallies(out)
-	return out, false, nil
+	return out, nil
 }

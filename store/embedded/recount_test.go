@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -24,4 +25,22 @@ func TestDeletesCounted(t *testing.T) {
 			t.Fatalf("after delete #%d Deletes = %d; want 1", i+1, got)
 		}
 	}
+}
+
+// FuzzRecountCursor checks that no input crashes the cursor decoder and
+// that whatever it accepts encodes back to a cursor that decodes the same.
+func FuzzRecountCursor(f *testing.F) {
+	f.Add(encodeRecountCursor("item", "user-7", []engagement.RegionTally{{Region: "us", Likes: 2, Dislikes: 1}}))
+	f.Add(encodeRecountCursor("item", "u", nil))
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		user, tallies, ok := decodeRecountCursor(s, "item")
+		if !ok {
+			return
+		}
+		u2, t2, ok := decodeRecountCursor(encodeRecountCursor("item", user, tallies), "item")
+		if !ok || u2 != user || !slices.Equal(t2, tallies) {
+			t.Fatalf("re-encoded cursor decodes to %q %+v %v; want %q %+v", u2, t2, ok, user, tallies)
+		}
+	})
 }
