@@ -141,6 +141,15 @@ type Recount struct {
 	Quiet time.Duration `yaml:"quiet"`
 	// Batch: totals rows scanned per pass.
 	Batch int `yaml:"batch"`
+	// CountBudget: index entries one count reads per call (0: 20,000).
+	CountBudget int `yaml:"count_budget"`
+	// ItemTimeout bounds one item's count; an unfinished count resumes at
+	// the next pass (0: 30 s).
+	ItemTimeout time.Duration `yaml:"item_timeout"`
+	// ProgressFile keeps unfinished counts across restarts. Default: none
+	// with Cassandra (each rollup needs a file of its own),
+	// recount-progress.json beside the embedded store's file.
+	ProgressFile string `yaml:"progress_file"`
 }
 
 // NATS says how to reach the broker. An empty URL means the embedded
@@ -188,6 +197,9 @@ type Cassandra struct {
 	SerialConsistency string         `yaml:"serial_consistency"`
 	Timeout           time.Duration  `yaml:"timeout"`
 	ConnectTimeout    time.Duration  `yaml:"connect_timeout"`
+	// IndexBuckets is the by-content index's bucket count of a new
+	// keyspace (0: 128); an existing keyspace keeps its own.
+	IndexBuckets int `yaml:"index_buckets"`
 }
 
 // Trending configures the trending lists: the agents' summaries and hot
@@ -584,6 +596,20 @@ func (c Config) RecountConfig() rollup.RecountConfig {
 	rc := rollup.DefaultRecountConfig()
 	r := c.Rollup.Recount
 	rc.Interval, rc.StaleAfter, rc.Sample, rc.Quiet, rc.Batch = r.Interval, r.StaleAfter, r.Sample, r.Quiet, r.Batch
+	if r.CountBudget != 0 {
+		rc.CountBudget = r.CountBudget
+	}
+	if r.ItemTimeout != 0 {
+		rc.ItemTimeout = r.ItemTimeout
+	}
+	rc.ProgressFile = r.ProgressFile
+	switch {
+	case rc.ProgressFile != "", len(c.Cassandra.Hosts) > 0:
+	case c.Standalone() && c.Agent.Data != "":
+		rc.ProgressFile = filepath.Join(c.Agent.Data, "recount-progress.json")
+	case c.Rollup.Data != "":
+		rc.ProgressFile = filepath.Join(c.Rollup.Data, "recount-progress.json")
+	}
 	if rc.Quiet == 0 {
 		rc.Quiet = defaultQuiet(c.Agent.FlushInterval)
 	}
@@ -657,5 +683,8 @@ func (c Config) CassandraConfig() cassandra.Config {
 	cc.SerialConsistency = c.Cassandra.SerialConsistency
 	cc.Timeout = c.Cassandra.Timeout
 	cc.ConnectTimeout = c.Cassandra.ConnectTimeout
+	if c.Cassandra.IndexBuckets != 0 {
+		cc.IndexBuckets = c.Cassandra.IndexBuckets
+	}
 	return cc
 }

@@ -209,3 +209,27 @@ func TestShippedRegionFiles(t *testing.T) {
 		t.Fatalf("regions %v, want at least 3", seen)
 	}
 }
+
+// TestRecountProgressFile: the recount keeps its unfinished counts beside
+// the embedded store by default, nowhere with Cassandra (rollups would
+// share a file), and where it is told.
+func TestRecountProgressFile(t *testing.T) {
+	c := Default()
+	c.Agent.Data = "/var/lib/edgecount"
+	if got := c.RecountConfig().ProgressFile; got != "/var/lib/edgecount/recount-progress.json" {
+		t.Errorf("standalone progress file %q", got)
+	}
+	c.Cassandra.Hosts = []string{"127.0.0.1"}
+	if got := c.RecountConfig().ProgressFile; got != "" {
+		t.Errorf("progress file with Cassandra %q; want none", got)
+	}
+	c.Rollup.Recount.ProgressFile, c.Rollup.Recount.CountBudget, c.Rollup.Recount.ItemTimeout = "/tmp/p.json", 500, time.Minute
+	rc := c.RecountConfig()
+	if rc.ProgressFile != "/tmp/p.json" || rc.CountBudget != 500 || rc.ItemTimeout != time.Minute {
+		t.Errorf("recount config %+v", rc)
+	}
+	c.Cassandra.IndexBuckets = 256
+	if got := c.CassandraConfig().IndexBuckets; got != 256 {
+		t.Errorf("index buckets %d; want 256", got)
+	}
+}
