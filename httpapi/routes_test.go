@@ -42,7 +42,7 @@ func newRoutedAPI(t *testing.T, opts ...Option) http.Handler {
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
-	return h
+	return viaServer(t, h)
 }
 
 // serve answers one request of h.
