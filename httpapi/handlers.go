@@ -97,14 +97,33 @@ func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// errIncrementsType is the 415 of POST /v1/increments.
+var errIncrementsType = &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+	msg: "Content-Type must be application/json or " + contentTypeProtobuf}
+
 func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
-	body, e := a.readPost(w, r)
+	pb := isProtobuf(r)
+	var body string
+	var e *apiError
+	if pb {
+		body, e = a.readBodyString(w, r)
+	} else {
+		body, e = a.readPost(w, r)
+	}
 	if e != nil {
+		if e.status == http.StatusUnsupportedMediaType {
+			e = errIncrementsType
+		}
 		a.writeError(w, e)
 		return
 	}
 	ip := a.incs.Get().(*[]region.Increment)
-	incs, e := decodeIncrements(body, a.cfg.MaxIncrements, (*ip)[:0])
+	var incs []region.Increment
+	if pb {
+		incs, e = decodeIncrementsProto(body, a.cfg.MaxIncrements, (*ip)[:0])
+	} else {
+		incs, e = decodeIncrements(body, a.cfg.MaxIncrements, (*ip)[:0])
+	}
 	n := len(incs)
 	var err error
 	if e == nil {
@@ -123,6 +142,10 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.m.increments.Add(float64(n))
+	if pb {
+		a.answerProtobuf(w, http.StatusAccepted, func(dst []byte) []byte { return appendIntField(dst, 1, int64(n)) })
+		return
+	}
 	a.answer(w, http.StatusAccepted, func(dst []byte) []byte {
 		return append(strconv.AppendInt(append(dst, `{"accepted":`...), int64(n), 10), '}')
 	})
