@@ -98,6 +98,7 @@ type api struct {
 	writers    sync.Pool    // *respWriter
 	cluster    Cluster      // nil: the agent runs no gossip
 	admin      http.Handler // nil: no admin routes
+	muxOnly    bool         // tests: route every request through the mux
 }
 
 // Option adds an optional route to the handler of New. Without options the

@@ -412,7 +412,7 @@ func appendIntField(dst []byte, num protowire.Number, v int64) []byte {
 func writeProtobuf(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = contentTypeProtobufs
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
 }
