@@ -220,6 +220,7 @@ type exchange struct {
 	req  *http.Request
 	url  url.URL
 	hdr  http.Header
+	vals []string // backs the header values
 	body bodyReader
 	w    fastWriter
 	// Strings kept from the previous request, reused when equal.
@@ -318,6 +319,8 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 		return e
 	}
 	clear(x.hdr)
+	clear(x.vals)
+	x.vals = x.vals[:0]
 	for k, v := range h.All() {
 		key, ok := knownHeaders[string(k)]
 		if !ok {
@@ -329,12 +332,19 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 		} else {
 			val = string(v)
 		}
-		x.hdr[key] = append(x.hdr[key], val)
+		if prev, ok := x.hdr[key]; ok {
+			x.hdr[key] = append(prev, val) // a repeated header: rare
+			continue
+		}
+		// One value per name, sliced from a reused array.
+		x.vals = append(x.vals, val)
+		n := len(x.vals)
+		x.hdr[key] = x.vals[n-1 : n : n]
 	}
 	if id := ctx.ConnID(); id != x.connID || x.remote == "" {
 		x.connID, x.remote = id, ctx.RemoteAddr().String()
 	}
-	host := ctx.Host()
+	host := h.Host()
 	if x.host != string(host) {
 		x.host = string(host)
 	}
