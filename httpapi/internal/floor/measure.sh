@@ -84,18 +84,21 @@ echo "# medians (min-max) over $ROUNDS rounds"
 awk '
   /^#/ { next }
   { v[$2, $1] = $3; names[$2] = 1; rounds[$1] = 1 }
+  function isort(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j > 0 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
   function stat(name, peer,   r, k, a, n) {
     n = 0
     for (r in rounds) if ((name, r) in v && (peer == "" || v[peer, r] > 0)) a[++n] = (peer == "" ? v[name, r] : v[name, r] / v[peer, r])
     if (n == 0) return "n/a"
-    asort(a)
+    isort(a, n)
     return sprintf(peer == "" ? "%.0f (%.0f-%.0f)" : "%.2f (%.2f-%.2f)", a[int((n + 1) / 2)], a[1], a[n])
   }
   END {
     split("G2:new-incr1:redis-INCR G2:base-incr1:redis-INCR G1:new-incr100-json:redis-INCR-P64 G1:new-incr100-protobuf:redis-INCR-P64 G1:base-incr100-json:redis-INCR-P64 G5:new-get1:redis-GET G5:base-get1:redis-GET floor:floor-bare-get1:redis-GET floor:floor-nethttp-get1:redis-GET floor:floor-fasthttp-get1:redis-GET G6:new-get16-json:redis-GET-P16 G6:new-get16-protobuf:redis-GET-P16 G6:base-get16-json:redis-GET-P16", rows, " ")
     for (n in names) printf "%-32s %s /s\n", n, stat(n, "") | "sort"
     close("sort")
-    for (i = 1; i <= length(rows); i++) { split(rows[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", f[1], f[2], f[3], stat(f[2], f[3]) }
+    for (i = 1; i in rows; i++) { split(rows[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", f[1], f[2], f[3], stat(f[2], f[3]) }
+    split("new-incr1:base-incr1 new-incr100-json:base-incr100-json new-get1:base-get1 new-get16-json:base-get16-json new-incr100-protobuf:new-incr100-json new-get16-protobuf:new-get16-json new-get1-pipeline16:new-get1 floor-fasthttp-get1-pipeline16:floor-bare-get1-pipeline16", pairs, " ")
+    for (i = 1; i in pairs; i++) { split(pairs[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", "same", f[1], f[2], stat(f[1], f[2]) }
     printf "%-6s %-24s / %-14s %s\n", "floor", "new-get1", "floor-bare-get1", stat("new-get1", "floor-bare-get1")
     printf "%-6s %-24s / %-14s %s\n", "floor", "floor-fasthttp-get1", "floor-bare-get1", stat("floor-fasthttp-get1", "floor-bare-get1")
     printf "%-6s %-24s / %-14s %s\n", "floor", "floor-nethttp-get1", "floor-bare-get1", stat("floor-nethttp-get1", "floor-bare-get1")
