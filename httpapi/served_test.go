@@ -257,3 +257,57 @@ func TestServerRejectsUnreadable(t *testing.T) {
 		t.Errorf("service calls = %q, want none", calls)
 	}
 }
+
+// TestShutdown: Serve returns http.ErrServerClosed, a request in progress
+// finishes, and one still running when Shutdown's context ends sees its
+// own context done; a Serve after Shutdown returns at once.
+func TestShutdown(t *testing.T) {
+	started := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h, ServerConfig{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	// The handler ends only when its context is done, so Shutdown returns
+	// nil (every connection closed) or the deadline, never before it.
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want nil or the context's deadline", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("Shutdown returned while a request was still running")
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve = %v, want http.ErrServerClosed", err)
+	}
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's context was never done")
+	}
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln2.Close()
+	if err := srv.Serve(ln2); !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve after Shutdown = %v, want http.ErrServerClosed", err)
+	}
+}

@@ -130,7 +130,7 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting, lets the requests in progress finish, closes
 // idle connections and returns once every connection is closed or ctx is
-// done.
+// done; then the context of the requests still running is done too.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed.Store(true)
@@ -138,6 +138,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ln.Close() //nolint:errcheck // a Serve that fasthttp has not registered yet stops on it
 	}
 	s.mu.Unlock()
+	// Requests still running when ctx ends see their context done.
+	stop := context.AfterFunc(ctx, s.cancel)
+	defer stop()
 	err := s.fs.ShutdownWithContext(ctx)
 	s.cancel()
 	if errors.Is(err, net.ErrClosed) {
