@@ -43,7 +43,7 @@ func newAdminFixture(t *testing.T) *adminFixture {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &adminFixture{st: st, rc: rc, h: NewAdmin(rc, nil)}
+	return &adminFixture{st: st, rc: rc, h: viaServer(t, NewAdmin(rc, nil))}
 }
 
 func (f *adminFixture) do(t *testing.T, method, target, contentType, body string) (int, http.Header, string) {

@@ -56,6 +56,7 @@ const (
 	routeIncrements   = "POST /v1/increments"
 	routeGetCount     = "GET /v1/counts/{content_id}"
 	routeGetCounts    = "GET /v1/counts"
+	routePostCounts   = "POST /v1/counts"
 	routeTrending     = "GET /v1/trending"
 	routeHealthz      = "GET /healthz"
 	routeReadyz       = "GET /readyz"
@@ -97,6 +98,7 @@ type api struct {
 	writers    sync.Pool    // *respWriter
 	cluster    Cluster      // nil: the agent runs no gossip
 	admin      http.Handler // nil: no admin routes
+	muxOnly    bool         // tests: route every request through the mux
 }
 
 // Option adds an optional route to the handler of New. Without options the
@@ -188,6 +190,7 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		{routeIncrements, http.HandlerFunc(a.postIncrements)},
 		{routeGetCount, http.HandlerFunc(a.getCount)},
 		{routeGetCounts, http.HandlerFunc(a.getCounts)},
+		{routePostCounts, http.HandlerFunc(a.postCounts)},
 		{routeTrending, http.HandlerFunc(a.getTrending)},
 		{routeHealthz, http.HandlerFunc(a.healthz)},
 		{routeReadyz, http.HandlerFunc(a.readyz)},

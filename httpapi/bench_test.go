@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
@@ -139,4 +143,163 @@ func BenchmarkGetCount(b *testing.B) {
 func BenchmarkGetCounts16(b *testing.B) {
 	ids := manyIDs(16)
 	benchServe(b, http.MethodGet, "/v1/counts?"+idsQuery(ids...), nil, 16, http.StatusOK)
+}
+
+// benchServer serves a raw request repeatedly through Server's adapter
+// (fasthttp's request and response, the pooled *http.Request, the API
+// handler), minus the connection: what the server path adds to the
+// handler benchmarks above.
+func benchServer(b *testing.B, raw string, items, wantStatus int) {
+	ta := newTestAPI(b, testConfig())
+	ta.fake.noRecord = true
+	seed(ta.fake)
+	s := NewServer(ta.h, ServerConfig{})
+	var ctx fasthttp.RequestCtx
+	br := bufio.NewReader(strings.NewReader(""))
+	rd := strings.NewReader(raw)
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(raw)
+		br.Reset(rd)
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		if err := ctx.Request.Read(br); err != nil {
+			b.Fatal(err)
+		}
+		s.serve(&ctx)
+		if ctx.Response.StatusCode() != wantStatus {
+			b.Fatalf("status = %d, want %d: %s", ctx.Response.StatusCode(), wantStatus, ctx.Response.Body())
+		}
+	}
+	b.ReportMetric(float64(b.N)*float64(items)/b.Elapsed().Seconds(), "items/s")
+}
+
+func BenchmarkServerGetCount(b *testing.B) {
+	benchServer(b, "GET /v1/counts/c1?region=eu HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.StatusOK)
+}
+
+func BenchmarkServerGetCounts16(b *testing.B) {
+	benchServer(b, "GET /v1/counts?"+idsQuery(manyIDs(16)...)+" HTTP/1.1\r\nHost: x\r\n\r\n", 16, http.StatusOK)
+}
+
+func BenchmarkServerPostIncrements1(b *testing.B) {
+	body := benchBody(1)
+	benchServer(b, fmt.Sprintf("POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body), 1, http.StatusAccepted)
+}
+
+// BenchmarkLoopback serves the API over real loopback connections, once
+// with net/http's server and once with Server, same handler and fake
+// service, and reports requests/s of each (the ratio is the figure to
+// read: client and server share the process and its cores). depth is the
+// number of requests written before their answers are read.
+//
+//	go test ./httpapi -run '^$' -bench Loopback -benchtime 3s
+func BenchmarkLoopback(b *testing.B) {
+	body := benchBody(1)
+	incr := fmt.Sprintf("POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	for _, srv := range []string{"nethttp", "server"} {
+		for _, c := range []struct {
+			name  string
+			raw   string
+			depth int
+		}{
+			{"get1", "GET /v1/counts/c1 HTTP/1.1\r\nHost: x\r\n\r\n", 1},
+			{"get16", "GET /v1/counts?" + idsQuery(manyIDs(16)...) + " HTTP/1.1\r\nHost: x\r\n\r\n", 1},
+			{"incr1", incr, 1},
+			{"get1-pipeline16", "GET /v1/counts/c1 HTTP/1.1\r\nHost: x\r\n\r\n", 16},
+		} {
+			b.Run(srv+"/"+c.name, func(b *testing.B) {
+				ta := newTestAPI(b, testConfig())
+				ta.fake.noRecord = true
+				seed(ta.fake)
+				var addr string
+				if srv == "server" {
+					addr = startServer(b, ta.h, ServerConfig{})
+				} else {
+					ln, err := net.Listen("tcp", "127.0.0.1:0")
+					if err != nil {
+						b.Fatal(err)
+					}
+					hs := &http.Server{Handler: ta.h}
+					go hs.Serve(ln) //nolint:errcheck // ends at Close
+					b.Cleanup(func() { hs.Close() })
+					addr = ln.Addr().String()
+				}
+				round := []byte(strings.Repeat(c.raw, c.depth))
+				b.SetParallelism(8)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					conn, err := net.Dial("tcp", addr)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					defer conn.Close()
+					br := bufio.NewReaderSize(conn, 64<<10)
+					for pb.Next() {
+						if _, err := conn.Write(round); err != nil {
+							b.Error(err)
+							return
+						}
+						for range c.depth {
+							resp, err := http.ReadResponse(br, nil)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							io.Copy(io.Discard, resp.Body) //nolint:errcheck // a loopback answer
+							resp.Body.Close()
+							if resp.StatusCode >= 300 {
+								b.Errorf("status %d", resp.StatusCode)
+								return
+							}
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N*c.depth)/b.Elapsed().Seconds(), "requests/s")
+			})
+		}
+	}
+}
+
+func BenchmarkServerPostCounts16Protobuf(b *testing.B) {
+	var body raw
+	for _, id := range manyIDs(16) {
+		body = body.str(1, id)
+	}
+	benchServer(b, fmt.Sprintf("POST /v1/counts HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n%s", len(body), body), 16, http.StatusOK)
+}
+
+func BenchmarkServerPostIncrements100(b *testing.B) {
+	body := benchBody(100)
+	benchServer(b, fmt.Sprintf("POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body), 100, http.StatusAccepted)
+}
+
+func BenchmarkServerPostIncrements100Protobuf(b *testing.B) {
+	var body raw
+	counters := []string{"view", "share", "view", "view", "watch_time_s"}
+	for i := range 100 {
+		body = body.msg(1, raw(nil).str(1, fmt.Sprintf("video-%08d", i*7919%1000003)).str(2, counters[i%len(counters)]).varint(3, uint64(1+i%3)))
+	}
+	benchServer(b, fmt.Sprintf("POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n%s", len(body), body), 100, http.StatusAccepted)
+}
+
+// BenchmarkDecodeIncrements100Protobuf is BenchmarkDecodeIncrements100
+// for the same increments in protobuf.
+func BenchmarkDecodeIncrements100Protobuf(b *testing.B) {
+	var body raw
+	counters := []string{"view", "share", "view", "view", "watch_time_s"}
+	for i := range 100 {
+		body = body.msg(1, raw(nil).str(1, fmt.Sprintf("video-%08d", i*7919%1000003)).str(2, counters[i%len(counters)]).varint(3, uint64(1+i%3)))
+	}
+	dst := make([]region.Increment, 0, 128)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		incs, e := decodeIncrementsProto(string(body), DefaultMaxIncrements, dst[:0])
+		if e != nil || len(incs) != 100 {
+			b.Fatalf("decode: %d increments, %v", len(incs), e)
+		}
+	}
+	b.ReportMetric(float64(b.N)*100/b.Elapsed().Seconds(), "increments/s")
 }

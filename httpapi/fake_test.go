@@ -151,9 +151,13 @@ func (f *fakeService) Trending(ctx context.Context, scope, counter, window strin
 	return t, nil
 }
 
-// testAPI is an API over a fake service, with its registry and log.
+// testAPI is an API over a fake service, with its registry and log. do
+// sends requests through srv, a Server on a real loopback connection; h is
+// the handler itself, for the tests of what no connection can carry (a
+// cancelled request context, a panic mid-answer).
 type testAPI struct {
 	h    http.Handler
+	srv  http.Handler
 	fake *fakeService
 	reg  *prometheus.Registry
 	log  *testenv.Buffer
@@ -179,6 +183,7 @@ func newTestAPI(t testing.TB, cfg Config) *testAPI {
 		t.Fatalf("New() error = %v", err)
 	}
 	ta.h = h
+	ta.srv = viaServer(t, h)
 	return ta
 }
 
@@ -194,7 +199,7 @@ func (ta *testAPI) do(t testing.TB, method, target, ctype, body string) *httptes
 		req.Header.Set("Content-Type", ctype)
 	}
 	rec := httptest.NewRecorder()
-	ta.h.ServeHTTP(rec, req)
+	ta.srv.ServeHTTP(rec, req)
 	return rec
 }
 

@@ -165,7 +165,7 @@ func (ta *testAPI) getQuery(path, rawQuery string) (*httptest.ResponseRecorder, 
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.URL.RawQuery = rawQuery
 	rec := httptest.NewRecorder()
-	ta.h.ServeHTTP(rec, req)
+	ta.srv.ServeHTTP(rec, req)
 	return rec, ta.fake.Calls()
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 )
@@ -15,9 +16,26 @@ import (
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = contentTypeJSON
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
+}
+
+// contentLengths holds the Content-Length values of small answers, shared
+// read-only, so that setting the header allocates nothing.
+var contentLengths = func() (t [4096][]string) {
+	for i := range t {
+		t[i] = []string{strconv.Itoa(i)}
+	}
+	return t
+}()
+
+// contentLength returns the Content-Length header value of n bytes.
+func contentLength(n int) []string {
+	if n < len(contentLengths) {
+		return contentLengths[n]
+	}
+	return []string{strconv.Itoa(n)}
 }
 
 // errInternal is the answer to a failure the client cannot act on; the
@@ -97,14 +115,33 @@ func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// errIncrementsType is the 415 of POST /v1/increments.
+var errIncrementsType = &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+	msg: "Content-Type must be application/json or " + contentTypeProtobuf}
+
 func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
-	body, e := a.readPost(w, r)
+	pb := isProtobuf(r)
+	var body string
+	var e *apiError
+	if pb {
+		body, e = a.readBodyString(w, r)
+	} else {
+		body, e = a.readPost(w, r)
+	}
 	if e != nil {
+		if e.status == http.StatusUnsupportedMediaType {
+			e = errIncrementsType
+		}
 		a.writeError(w, e)
 		return
 	}
 	ip := a.incs.Get().(*[]region.Increment)
-	incs, e := decodeIncrements(body, a.cfg.MaxIncrements, (*ip)[:0])
+	var incs []region.Increment
+	if pb {
+		incs, e = decodeIncrementsProto(body, a.cfg.MaxIncrements, (*ip)[:0])
+	} else {
+		incs, e = decodeIncrements(body, a.cfg.MaxIncrements, (*ip)[:0])
+	}
 	n := len(incs)
 	var err error
 	if e == nil {
@@ -123,6 +160,10 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.m.increments.Add(float64(n))
+	if pb {
+		a.answerProtobuf(w, http.StatusAccepted, func(dst []byte) []byte { return appendIntField(dst, 1, int64(n)) })
+		return
+	}
 	a.answer(w, http.StatusAccepted, func(dst []byte) []byte {
 		return append(strconv.AppendInt(append(dst, `{"accepted":`...), int64(n), 10), '}')
 	})
@@ -171,6 +212,15 @@ func (a *api) getReactions(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) getCount(w http.ResponseWriter, r *http.Request) {
 	contentID, eContent := pathID(r, "content_id")
+	a.serveCount(w, r, contentID, eContent)
+}
+
+// serveCount answers GET /v1/counts/{content_id} for the path's id, or
+// eContent when the mux found it invalid (fastRoute has not checked it).
+func (a *api) serveCount(w http.ResponseWriter, r *http.Request, contentID string, eContent *apiError) {
+	if eContent == nil && !engagement.ValidID(contentID) {
+		eContent = badField("content_id", msgID)
+	}
 	q, eQuery := a.query(r, allowRegion, nil)
 	if e := cmp.Or(eContent, eQuery); e != nil {
 		a.writeError(w, e)

@@ -175,6 +175,11 @@ func (a *api) readPost(w http.ResponseWriter, r *http.Request) (string, *apiErro
 	if e := checkContentType(r); e != nil {
 		return "", e
 	}
+	return a.readBodyString(w, r)
+}
+
+// readBodyString is readPost without the Content-Type check.
+func (a *api) readBodyString(w http.ResponseWriter, r *http.Request) (string, *apiError) {
 	if _, e := a.query(r, 0, nil); e != nil {
 		return "", e
 	}

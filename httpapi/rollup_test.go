@@ -25,6 +25,7 @@ func TestRollupRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h = viaServer(t, h)
 	tests := []struct {
 		method, path string
 		readyErr     error

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func newRoutedAPI(t *testing.T, opts ...Option) http.Handler {
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
-	return h
+	return viaServer(t, h)
 }
 
 // serve answers one request of h.
@@ -134,5 +135,57 @@ func TestClusterRoute(t *testing.T) {
 	if got.Region != "us-east" || got.Self != "a" || len(got.Members) != 2 || got.Members[1].State != "alive" ||
 		got.Members[1].HTTPAddr != "b.test:8080" || got.Members[1].Published[0].Key != "like" || got.Members[1].Published[0].Bytes != 5 {
 		t.Errorf("view = %s; want region us-east, self a, b alive at b.test:8080 with 5 bytes of like", body)
+	}
+}
+
+// TestFastRouteAgreesWithMux: the hot routes answered without the mux
+// answer exactly as through it, around every edge of the shortcut.
+func TestFastRouteAgreesWithMux(t *testing.T) {
+	fast, slow := newTestAPI(t, testConfig()), newTestAPI(t, testConfig())
+	slow.h.(*api).muxOnly = true
+	seed(fast.fake)
+	seed(slow.fake)
+	inc := `{"increments":[{"content_id":"c1","counter":"view","delta":1}]}`
+	for _, c := range []struct{ method, target, ctype, body string }{
+		{"GET", "/v1/counts/c1", "", ""},
+		{"GET", "/v1/counts/c1?region=eu", "", ""},
+		{"GET", "/v1/counts/c1?region=mars", "", ""},
+		{"GET", "/v1/counts/%2E", "", ""},
+		{"GET", "/v1/counts/.", "", ""},
+		{"GET", "/v1/counts/..", "", ""},
+		{"GET", "/v1/counts/a%2Fb", "", ""},
+		{"GET", "/v1/counts//x", "", ""},
+		{"GET", "/v1/counts/x/", "", ""},
+		{"GET", "/v1/counts/", "", ""},
+		{"GET", "/v1/counts/" + strings.Repeat("x", 129), "", ""},
+		{"GET", "/v1/counts/a:b@c", "", ""},
+		{"HEAD", "/v1/counts/c1", "", ""},
+		{"GET", "/v1/counts", "", ""},
+		{"GET", "/v1/counts?content_id=c1&content_id=c2", "", ""},
+		{"GET", "/v1/counts/?content_id=c1", "", ""},
+		{"POST", "/v1/counts", "application/json", `{}`},
+		{"POST", "/v1/increments", "application/json", inc},
+		{"POST", "/v1/increments", "text/plain", inc},
+		{"PUT", "/v1/increments", "application/json", inc},
+		{"POST", "/v1/increments/", "application/json", inc},
+	} {
+		got := fast.do(t, c.method, c.target, c.ctype, c.body)
+		want := slow.do(t, c.method, c.target, c.ctype, c.body)
+		if got.Code != want.Code || got.Body.String() != want.Body.String() || got.Header().Get("Allow") != want.Header().Get("Allow") {
+			t.Errorf("%s %s = %d %s, through the mux %d %s", c.method, c.target, got.Code, got.Body, want.Code, want.Body)
+		}
+		if f, s := fast.fake.Calls(), slow.fake.Calls(); !slices.Equal(f, s) {
+			t.Errorf("%s %s: calls %q, through the mux %q", c.method, c.target, f, s)
+		}
+		fast.fake.reset()
+		slow.fake.reset()
+	}
+	for _, route := range []string{"GET /v1/counts/{content_id}", "GET /v1/counts", "POST /v1/increments", "POST /v1/counts", "unmatched"} {
+		for _, code := range []string{"200", "202", "400", "404", "405", "415"} {
+			const name = "edgecount_http_requests_total"
+			if f, s := counterValue(t, fast.reg, name, route, code), counterValue(t, slow.reg, name, route, code); f != s {
+				t.Errorf("requests %s %s = %v, through the mux %v", route, code, f, s)
+			}
+		}
 	}
 }

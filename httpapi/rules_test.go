@@ -407,8 +407,9 @@ func TestInputRules(t *testing.T) {
 // without Content-Length, one byte under, at and over the limit.
 func TestOversizedBodyRealServer(t *testing.T) {
 	ta := newTestAPI(t, testConfig())
-	srv := httptest.NewServer(ta.h)
-	t.Cleanup(srv.Close)
+	base := "http://" + startServer(t, ta.h, ServerConfig{})
+	client := &http.Client{}
+	t.Cleanup(client.CloseIdleConnections)
 	valid := incBody(item(`"c1"`, `"view"`, "1"))
 	for _, c := range []struct {
 		name       string
@@ -429,12 +430,12 @@ func TestOversizedBodyRealServer(t *testing.T) {
 			if c.chunked {
 				rd = io.MultiReader(rd) // hides the length
 			}
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/increments", rd)
+			req, err := http.NewRequest(http.MethodPost, base+"/v1/increments", rd)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := srv.Client().Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatalf("POST: %v", err)
 			}

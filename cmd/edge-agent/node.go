@@ -53,7 +53,7 @@ type node struct {
 	gossip    *gossip.Node        // with gossip.bind only
 	agent     *region.Agent
 	agentID   string
-	httpSrv   *http.Server
+	httpSrv   *httpapi.Server
 	ln        net.Listener
 
 	// The components that run on goroutines (HTTP, the rollup, the
@@ -230,13 +230,11 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	if err != nil {
 		return nil, err
 	}
-	n.httpSrv = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	n.httpSrv = httpapi.NewServer(handler, httpapi.ServerConfig{
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute,
+		Logger:      logger,
+	})
 	n.startComponents(max(cfg.Agent.FlushInterval, time.Second))
 	mode := "standalone"
 	if !cfg.Standalone() {

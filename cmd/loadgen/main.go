@@ -5,6 +5,7 @@
 // scripts/bench.sh).
 //
 //	loadgen -addr 127.0.0.1:8080 -mode incr100 -conns 32 -duration 10s
+//	loadgen -mode get16 -body protobuf -pipeline 8
 //
 // Modes: incr1 (one increment a request), incr100 (100 a request), get1
 // (one count a request), get16 (16 counts a request), react (toggle
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	conns := fs.Int("conns", 32, "concurrent keep-alive connections")
 	duration := fs.Duration("duration", 10*time.Second, "how long to run (bounded: at most 5m)")
 	items := fs.Int("items", 10000, "distinct content ids")
+	pipeline := fs.Int("pipeline", 1, "requests written back to back before reading their answers, per connection (HTTP/1.1 pipelining)")
+	bodyFormat := fs.String("body", "json", "request bodies: json, or protobuf (incr1, incr100, get16)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,7 +78,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil || !(host == "127.0.0.1" || host == "localhost" || host == "::1") {
 		return fmt.Errorf("addr %q: load stays on loopback", *addr)
 	}
-	build, units, err := requestBuilder(*mode, *addr, *items)
+	if *pipeline < 1 || *pipeline > 1024 {
+		return fmt.Errorf("pipeline %d: want 1..1024", *pipeline)
+	}
+	builder := requestBuilder
+	switch *bodyFormat {
+	case "json":
+	case "protobuf":
+		builder = protobufBuilder
+	default:
+		return fmt.Errorf("body %q: want json or protobuf", *bodyFormat)
+	}
+	build, units, err := builder(*mode, *addr, *items)
 	if err != nil {
 		return err
 	}
@@ -95,7 +109,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			var local result
 			lat := make([]time.Duration, 0, 1<<16)
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
-			err := worker(ctx, *addr, func() []byte { return build(rng) }, &local, &lat)
+			gen := func() []byte { return build(rng) }
+			var err error
+			if *pipeline > 1 {
+				err = pipelineWorker(ctx, *addr, *pipeline, gen, &local, &lat)
+			} else {
+				err = worker(ctx, *addr, gen, &local, &lat)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			total.Requests += local.Requests

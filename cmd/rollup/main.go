@@ -83,7 +83,7 @@ type process struct {
 	st     rollupStore
 	bus    *natsjs.Client
 	proc   *rollupd.Process
-	srv    *http.Server
+	srv    *httpapi.Server
 	ln     net.Listener
 }
 
@@ -163,7 +163,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if err != nil {
 		return nil, err
 	}
-	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	p.srv = httpapi.NewServer(handler, httpapi.ServerConfig{ReadTimeout: 30 * time.Second, Logger: logger})
 	if p.ln, err = net.Listen("tcp", cfg.Rollup.HTTP); err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
 	}

@@ -1,0 +1,460 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/region"
+)
+
+// The binary bodies (proto/edgecount/v1/edgecount.proto) are decoded by
+// hand, like the JSON ones: the strings of a decoded request are substrings
+// of the body, nothing is allocated per item, and every error names its
+// field as the JSON errors do. Unknown fields and a scalar field given twice
+// are rejected (JSON's rules), not skipped or merged as protobuf's default
+// would.
+
+const contentTypeProtobuf = "application/x-protobuf"
+
+var contentTypeProtobufs = []string{contentTypeProtobuf}
+
+// isProtobuf reports whether r's body is labelled protobuf.
+func isProtobuf(r *http.Request) bool {
+	ct := r.Header["Content-Type"]
+	return len(ct) == 1 && (ct[0] == contentTypeProtobuf || strings.EqualFold(strings.TrimSpace(ct[0]), contentTypeProtobuf))
+}
+
+// pbReader reads protobuf wire format from a string.
+type pbReader struct {
+	s   string
+	i   int
+	off int // offset of s in the body, for messages
+}
+
+// malformed is the error of a body that is not protobuf wire format.
+func (p *pbReader) malformed(msg string) *apiError {
+	return badField("body", "is not a valid protobuf message at offset "+strconv.Itoa(p.off+p.i)+": "+msg)
+}
+
+func (p *pbReader) done() bool { return p.i >= len(p.s) }
+
+// varint reads a base-128 varint.
+func (p *pbReader) varint() (uint64, *apiError) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if p.i >= len(p.s) {
+			return 0, p.malformed("truncated varint")
+		}
+		b := p.s[p.i]
+		p.i++
+		if shift == 63 && b > 1 {
+			return 0, p.malformed("varint overflows 64 bits")
+		}
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, p.malformed("varint overflows 64 bits")
+}
+
+// tag reads a field number and wire type.
+func (p *pbReader) tag() (protowire.Number, protowire.Type, *apiError) {
+	v, e := p.varint()
+	if e != nil {
+		return 0, 0, e
+	}
+	num, typ := protowire.DecodeTag(v)
+	if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
+		return 0, 0, p.malformed("invalid field number " + strconv.FormatUint(v>>3, 10))
+	}
+	return num, typ, nil
+}
+
+// bytes reads a length-delimited value and returns it with its offset.
+func (p *pbReader) bytes() (string, int, *apiError) {
+	n, e := p.varint()
+	if e != nil {
+		return "", 0, e
+	}
+	if n > uint64(len(p.s)-p.i) {
+		return "", 0, p.malformed("length " + strconv.FormatUint(n, 10) + " runs past the end")
+	}
+	start := p.i
+	p.i += int(n)
+	return p.s[start:p.i], p.off + start, nil
+}
+
+// skip reads and discards a value of wire type typ.
+func (p *pbReader) skip(typ protowire.Type) *apiError {
+	switch typ {
+	case protowire.VarintType:
+		_, e := p.varint()
+		return e
+	case protowire.Fixed64Type:
+		if len(p.s)-p.i < 8 {
+			return p.malformed("truncated fixed64")
+		}
+		p.i += 8
+	case protowire.Fixed32Type:
+		if len(p.s)-p.i < 4 {
+			return p.malformed("truncated fixed32")
+		}
+		p.i += 4
+	case protowire.BytesType:
+		_, _, e := p.bytes()
+		return e
+	default:
+		return p.malformed("wire type " + strconv.Itoa(int(typ)) + " (groups) is not supported")
+	}
+	return nil
+}
+
+// unknownField is the error of a field number the schema does not have.
+func unknownField(path string, num protowire.Number) *apiError {
+	return badField(path+"#"+strconv.Itoa(int(num)), msgUnknown)
+}
+
+// wrongType is the error of a known field sent with another wire type.
+func wrongType(field string, want string) *apiError {
+	return badField(field, "must be "+want)
+}
+
+// pbField is a field error found while reading, kept until the whole body
+// has been checked for malformed wire format, which takes precedence (as
+// syntax errors do in JSON).
+type pbField struct{ e *apiError }
+
+func (f *pbField) set(e *apiError) {
+	if f.e == nil {
+		f.e = e
+	}
+}
+
+// decodeIncrementsProto decodes and validates an IncrementsRequest,
+// appending to dst, with the rules of decodeIncrements.
+func decodeIncrementsProto(body string, max int, dst []region.Increment) ([]region.Increment, *apiError) {
+	p := pbReader{s: body}
+	var sem pbField
+	n := 0
+	for !p.done() {
+		num, typ, e := p.tag()
+		if e != nil {
+			return dst, e
+		}
+		if num != 1 {
+			sem.set(unknownField("", num))
+			if e := p.skip(typ); e != nil {
+				return dst, e
+			}
+			continue
+		}
+		if typ != protowire.BytesType {
+			sem.set(wrongType("increments", "a repeated message Increment"))
+			if e := p.skip(typ); e != nil {
+				return dst, e
+			}
+			continue
+		}
+		msg, off, e := p.bytes()
+		if e != nil {
+			return dst, e
+		}
+		if n == max {
+			sem.set(badField("increments", fmt.Sprintf("must hold 1 to %d increments", max)))
+		}
+		inc, e := decodeIncrementProto(msg, off, n, &sem)
+		if e != nil {
+			return dst, e
+		}
+		if sem.e == nil {
+			dst = append(dst, inc)
+		}
+		n++
+	}
+	if sem.e != nil {
+		return dst, sem.e
+	}
+	if len(dst) == 0 {
+		return dst, badField("increments", fmt.Sprintf("must hold 1 to %d increments", max))
+	}
+	return dst, nil
+}
+
+// decodeIncrementProto reads increments[idx]. It returns an error only for
+// malformed wire format; field errors go to sem.
+func decodeIncrementProto(msg string, off, idx int, sem *pbField) (region.Increment, *apiError) {
+	var inc region.Increment
+	p := pbReader{s: msg, off: off}
+	item := func(sub string) string { return "increments[" + strconv.Itoa(idx) + "]." + sub }
+	var have uint8
+	for !p.done() {
+		num, typ, e := p.tag()
+		if e != nil {
+			return inc, e
+		}
+		var name string
+		var bit uint8
+		switch num {
+		case 1:
+			name, bit = "content_id", hasContent
+		case 2:
+			name, bit = "counter", hasCounter
+		case 3:
+			name, bit = "delta", hasDelta
+		default:
+			sem.set(unknownField("increments["+strconv.Itoa(idx)+"].", num))
+			if e := p.skip(typ); e != nil {
+				return inc, e
+			}
+			continue
+		}
+		want := protowire.BytesType
+		if bit == hasDelta {
+			want = protowire.VarintType
+		}
+		if typ != want {
+			if bit == hasDelta {
+				sem.set(badField(item(name), msgDelta))
+			} else {
+				sem.set(wrongType(item(name), "a string"))
+			}
+			if e := p.skip(typ); e != nil {
+				return inc, e
+			}
+			continue
+		}
+		if have&bit != 0 {
+			sem.set(badField(item(name), msgDup))
+		}
+		have |= bit
+		if bit == hasDelta {
+			v, e := p.varint()
+			if e != nil {
+				return inc, e
+			}
+			// int64 on the wire: a negative delta is a 10-byte varint.
+			if d := int64(v); d < 1 || d > MaxDelta {
+				sem.set(badField(item(name), msgDelta))
+			} else {
+				inc.Delta = d
+			}
+			continue
+		}
+		s, _, e := p.bytes()
+		if e != nil {
+			return inc, e
+		}
+		if bit == hasContent {
+			inc.ContentID = s
+			if !engagement.ValidID(s) {
+				sem.set(badField(item(name), msgID))
+			}
+			continue
+		}
+		inc.Counter = s
+		switch {
+		case !engagement.ValidCounter(s):
+			sem.set(badField(item(name), msgCounter))
+		case s == engagement.CounterLike || s == engagement.CounterDislike:
+			sem.set(badField(item(name), msgReaction))
+		}
+	}
+	switch {
+	case have&hasContent == 0:
+		sem.set(badField(item("content_id"), msgRequired))
+	case have&hasCounter == 0:
+		sem.set(badField(item("counter"), msgRequired))
+	case have&hasDelta == 0:
+		sem.set(badField(item("delta"), msgRequired))
+	}
+	return inc, nil
+}
+
+// decodeCountsProto decodes and validates a CountsRequest: the ids are
+// appended to ids[:0] and the scope is checked against scopes.
+func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiError) {
+	q := queryParams{ids: ids[:0], scope: engagement.GlobalScope}
+	p := pbReader{s: body}
+	var sem pbField
+	seenRegion := false
+	for !p.done() {
+		num, typ, e := p.tag()
+		if e != nil {
+			return q, e
+		}
+		if (num != 1 && num != 2) || typ != protowire.BytesType {
+			switch num {
+			case 1:
+				sem.set(wrongType("content_ids", "repeated strings"))
+			case 2:
+				sem.set(wrongType("region", "a string"))
+			default:
+				sem.set(unknownField("", num))
+			}
+			if e := p.skip(typ); e != nil {
+				return q, e
+			}
+			continue
+		}
+		s, _, e := p.bytes()
+		if e != nil {
+			return q, e
+		}
+		if num == 2 {
+			switch {
+			case seenRegion:
+				sem.set(badField("region", msgDup))
+			case s == "":
+			case !a.scopes[s]:
+				sem.set(badField("region", "must be one of "+a.scopeList))
+			default:
+				q.scope = s
+			}
+			seenRegion = true
+			continue
+		}
+		switch {
+		case len(q.ids) == a.cfg.MaxBatchIDs:
+			sem.set(badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs)))
+		case !engagement.ValidID(s):
+			sem.set(badField("content_ids["+strconv.Itoa(len(q.ids))+"]", msgID))
+		}
+		if sem.e == nil {
+			q.ids = append(q.ids, s)
+		}
+	}
+	if sem.e != nil {
+		return q, sem.e
+	}
+	if len(q.ids) == 0 {
+		return q, badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs))
+	}
+	return q, nil
+}
+
+// appendCountProto appends one Count (field 1 of CountsResponse) for
+// contentID in scope; st is nil when there is no row.
+func appendCountProto(dst []byte, contentID, scope string, st *engagement.Stats) []byte {
+	var zero engagement.Stats
+	if st == nil {
+		st = &zero
+	}
+	// The message is small: its length is at most two varint bytes for
+	// 16 KiB, so it is written in place and its length shifted in after.
+	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+	lenAt := len(dst)
+	dst = append(dst, 0)
+	start := len(dst)
+	dst = appendStringField(dst, 1, contentID)
+	dst = appendStringField(dst, 2, scope)
+	dst = appendIntField(dst, 3, st.Likes)
+	dst = appendIntField(dst, 4, st.Dislikes)
+	var buf [8]namedCount
+	cs := buf[:0]
+	for k, v := range st.Counters {
+		cs = append(cs, namedCount{k, v})
+	}
+	if len(cs) > 1 {
+		slices.SortFunc(cs, func(x, y namedCount) int { return strings.Compare(x.name, y.name) })
+	}
+	for _, c := range cs {
+		dst = protowire.AppendTag(dst, 5, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(protowire.SizeTag(1)+protowire.SizeBytes(len(c.name))+
+			protowire.SizeTag(2)+protowire.SizeVarint(uint64(c.value))))
+		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		dst = protowire.AppendString(dst, c.name)
+		dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(c.value))
+	}
+	if !st.UpdatedAt.IsZero() {
+		dst = appendIntField(dst, 6, st.UpdatedAt.UnixNano())
+	}
+	return insertLength(dst, lenAt, start)
+}
+
+// insertLength writes the varint length of dst[start:] at dst[lenAt], which
+// holds one placeholder byte, moving the message when the varint is longer.
+func insertLength(dst []byte, lenAt, start int) []byte {
+	n := uint64(len(dst) - start)
+	size := protowire.SizeVarint(n)
+	if size > 1 {
+		dst = append(dst, make([]byte, size-1)...)
+		copy(dst[start+size-1:], dst[start:len(dst)-(size-1)])
+	}
+	protowire.AppendVarint(dst[lenAt:lenAt], n)
+	return dst
+}
+
+func appendStringField(dst []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendString(dst, s)
+}
+
+func appendIntField(dst []byte, num protowire.Number, v int64) []byte {
+	if v == 0 {
+		return dst
+	}
+	dst = protowire.AppendTag(dst, num, protowire.VarintType)
+	return protowire.AppendVarint(dst, uint64(v))
+}
+
+// writeProtobuf answers status with a protobuf body.
+func writeProtobuf(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeProtobufs
+	h["Content-Length"] = contentLength(len(body))
+	w.WriteHeader(status)
+	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
+}
+
+// answerProtobuf is answer for a protobuf body.
+func (a *api) answerProtobuf(w http.ResponseWriter, status int, build func(dst []byte) []byte) {
+	bp := a.getBuf()
+	*bp = build((*bp)[:0])
+	writeProtobuf(w, status, *bp)
+	a.putBuf(bp)
+}
+
+// postCounts answers POST /v1/counts: a CountsRequest, answered with a
+// CountsResponse (JSON reads are GET /v1/counts).
+func (a *api) postCounts(w http.ResponseWriter, r *http.Request) {
+	if !isProtobuf(r) {
+		a.writeError(w, &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+			msg: "Content-Type must be " + contentTypeProtobuf + " (JSON reads are GET /v1/counts?content_id=…)"})
+		return
+	}
+	body, e := a.readBodyString(w, r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	ip := a.getIDs()
+	defer a.putIDs(ip)
+	q, e := a.decodeCountsProto(body, *ip)
+	*ip = q.ids
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	rows, err := a.svc.Counts(r.Context(), q.ids)
+	if err != nil {
+		a.serviceError(w, r, err)
+		return
+	}
+	a.answerProtobuf(w, http.StatusOK, func(dst []byte) []byte {
+		for _, id := range q.ids {
+			dst = appendCountProto(dst, id, q.scope, scopeRow(rows[id], q.scope))
+		}
+		return dst
+	})
+}

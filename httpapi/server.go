@@ -1,0 +1,547 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Server serves an http.Handler (New's, NewRollup's) over fasthttp's
+// HTTP/1.1 connection handling: one goroutine per connection, buffers reused
+// across requests, pipelined requests answered in order with one write for
+// all the answers already due. Each request reaches the handler as a pooled
+// *http.Request and http.ResponseWriter, so every rule of the handler holds
+// unchanged (docs/server-path.md measures why, and what it costs).
+//
+// What differs from net/http: the body is read in full (up to
+// ServerConfig.MaxBodyBytes, else a JSON 413) before the handler runs; the
+// request context is the server's, done at Shutdown, not when the client
+// goes away; HTTP/2 and Hijack are not served.
+type Server struct {
+	fs      *fasthttp.Server
+	h       http.Handler
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	pool    sync.Pool // *exchange
+	closed  atomic.Bool
+	mu      sync.Mutex
+	lns     []net.Listener
+	tooBig  []byte // the JSON 413
+	maxBody int64
+}
+
+// ServerConfig configures a Server. Zero values take the defaults.
+type ServerConfig struct {
+	// MaxBodyBytes bounds a request body; a larger one is answered 413
+	// before the handler runs. Default DefaultMaxBodyBytes. A handler
+	// may enforce a lower limit itself.
+	MaxBodyBytes int64
+	// ReadTimeout bounds reading one request, headers and body. Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one answer. Default 30s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a kept-alive
+	// connection. Default 2m.
+	IdleTimeout time.Duration
+	// Logger receives the server's own errors (panics outside the
+	// handler's recovery, connection errors); nil discards.
+	Logger *slog.Logger
+}
+
+// maxRequestHead bounds a request line and its headers: 100 content_id
+// parameters of 128 bytes, every byte percent-encoded, fit in it.
+const maxRequestHead = 64 << 10
+
+// NewServer returns a Server answering every request with h.
+func NewServer(h http.Handler, cfg ServerConfig) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{h: h, log: cfg.Logger.With("component", "httpserver"), maxBody: cfg.MaxBodyBytes}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.tooBig = appendError(nil, &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
+		msg: "body is larger than " + strconv.FormatInt(cfg.MaxBodyBytes, 10) + " bytes"})
+	s.pool.New = func() any { return s.newExchange() }
+	s.fs = &fasthttp.Server{
+		Handler:               s.serve,
+		ErrorHandler:          s.requestError,
+		MaxRequestBodySize:    int(min(cfg.MaxBodyBytes, 1<<30)),
+		ReadBufferSize:        maxRequestHead,
+		ReadTimeout:           orDefault(cfg.ReadTimeout, 30*time.Second),
+		WriteTimeout:          orDefault(cfg.WriteTimeout, 30*time.Second),
+		IdleTimeout:           orDefault(cfg.IdleTimeout, 2*time.Minute),
+		NoDefaultServerHeader: true,
+		NoDefaultDate:         true, // fasthttp's own date starts a goroutine that never ends
+		// Idle worker goroutines end after this; so does the pool's
+		// cleaner once Serve returns (it sleeps this long between rounds).
+		MaxIdleWorkerDuration:         200 * time.Millisecond,
+		NoDefaultContentType:          true,
+		DisablePreParseMultipartForm:  true,
+		DisableHeaderNamesNormalizing: false,
+		Logger:                        fasthttpLogger{s.log},
+		CloseOnShutdown:               true,
+	}
+	return s
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Serve serves connections from ln until Shutdown, then returns
+// http.ErrServerClosed (as net/http's Server does), or the listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	err := s.fs.Serve(lingerListener{ln})
+	if s.closed.Load() {
+		return http.ErrServerClosed
+	}
+	if err == nil {
+		err = errors.New("listener closed")
+	}
+	return err
+}
+
+// Shutdown stops accepting, lets the requests in progress finish, closes
+// idle connections and returns once every connection is closed or ctx is
+// done; then the context of the requests still running is done too.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed.Store(true)
+	for _, ln := range s.lns {
+		ln.Close() //nolint:errcheck // a Serve that fasthttp has not registered yet stops on it
+	}
+	s.mu.Unlock()
+	// Requests still running when ctx ends see their context done.
+	stop := context.AfterFunc(ctx, s.cancel)
+	defer stop()
+	err := s.fs.ShutdownWithContext(ctx)
+	s.cancel()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // closed above
+	}
+	return err
+}
+
+// requestError answers a request fasthttp could not read, in the API's
+// error shape.
+func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	var status int
+	var body []byte
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		status, body = http.StatusRequestEntityTooLarge, s.tooBig
+	case errors.As(err, &small):
+		status = http.StatusRequestHeaderFieldsTooLarge
+		body = appendError(nil, &apiError{field: "header", msg: "request line and headers are larger than " + strconv.Itoa(maxRequestHead) + " bytes"})
+	case errors.As(err, &netErr) && netErr.Timeout():
+		status = http.StatusRequestTimeout
+		body = appendError(nil, &apiError{msg: "request not received in time"})
+	default:
+		status = http.StatusBadRequest
+		body = appendError(nil, &apiError{field: "request", msg: "request is not valid HTTP/1.1: " + err.Error()})
+	}
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+	ctx.SetConnectionClose()
+	if c, ok := ctx.Conn().(*lingerConn); ok {
+		c.linger.Store(true)
+	}
+}
+
+// lingerListener hands out connections that can close without losing the
+// answer to a request whose body was left unread.
+type lingerListener struct{ net.Listener }
+
+func (l lingerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		return &lingerConn{TCPConn: tc}, nil
+	}
+	return c, nil
+}
+
+// lingerDelay bounds how long a closing connection drains what the client
+// still sends (net/http's rstAvoidanceDelay).
+const lingerDelay = 500 * time.Millisecond
+
+// lingerConn is a TCP connection. After an error answer to a request
+// fasthttp could not read (a body over the limit: its bytes still coming),
+// Close first shuts the write side and drains the client's bytes for at
+// most lingerDelay: closing a socket with unread data sends a reset, which
+// can destroy the answer before the client reads it.
+type lingerConn struct {
+	*net.TCPConn
+	linger atomic.Bool
+}
+
+func (c *lingerConn) Close() error {
+	if c.linger.Load() {
+		c.TCPConn.CloseWrite()                                 //nolint:errcheck // closing either way
+		c.TCPConn.SetReadDeadline(time.Now().Add(lingerDelay)) //nolint:errcheck // closing either way
+		io.Copy(io.Discard, c.TCPConn)                         //nolint:errcheck // drained until EOF or the deadline
+	}
+	return c.TCPConn.Close()
+}
+
+// exchange is one request and its answer as the handler sees them; it is
+// pooled, and every field is set afresh for each request.
+type exchange struct {
+	req  *http.Request
+	url  url.URL
+	hdr  http.Header
+	vals []string // backs the header values
+	body bodyReader
+	w    fastWriter
+	// Strings kept from the previous request, reused when equal.
+	host, remote string
+	connID       uint64
+	values       map[string]string
+}
+
+func (s *Server) newExchange() *exchange {
+	x := &exchange{hdr: make(http.Header, 8), values: make(map[string]string, 8)}
+	x.req = (&http.Request{}).WithContext(s.ctx)
+	x.w.hdr = make(http.Header, 8)
+	return x
+}
+
+// Header names interned so that copying headers does not allocate a key.
+var knownHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Host", "Content-Type", "Content-Length", "Accept", "Accept-Encoding",
+		"User-Agent", "Connection", "Transfer-Encoding", "Expect", "Authorization", "Idempotency-Key",
+		"Cache-Control", "Content-Encoding", "Cookie", "Origin", "Referer", "X-Forwarded-For", "Traceparent"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// methods interned.
+var methods = map[string]string{
+	http.MethodGet: http.MethodGet, http.MethodPost: http.MethodPost, http.MethodHead: http.MethodHead,
+	http.MethodPut: http.MethodPut, http.MethodDelete: http.MethodDelete, http.MethodPatch: http.MethodPatch,
+	http.MethodOptions: http.MethodOptions,
+}
+
+// intern returns b as a string, the previous one for key when equal.
+func (x *exchange) intern(key string, b []byte) string {
+	if v, ok := x.values[key]; ok && v == string(b) {
+		return v
+	}
+	v := string(b)
+	if len(x.values) < 32 {
+		x.values[key] = v
+	}
+	return v
+}
+
+// serve is fasthttp's handler: it builds the request, calls the handler
+// and copies its answer.
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+	x := s.pool.Get().(*exchange)
+	if e := x.fill(ctx); e != nil {
+		ctx.SetStatusCode(e.status)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(appendError(nil, e))
+		s.pool.Put(x)
+		return
+	}
+	x.w.reset(ctx)
+	aborted := false
+	func() {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			aborted = true
+			if p != http.ErrAbortHandler {
+				s.log.Error("handler panicked", "method", x.req.Method, "path", x.req.URL.Path,
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+		}()
+		s.h.ServeHTTP(&x.w, x.req)
+	}()
+	if aborted {
+		// The answer may be partial: the client must not take it for a
+		// whole one.
+		ctx.Response.Reset()
+		ctx.Conn().Close() //nolint:errcheck // the connection is dropped either way
+	} else {
+		x.w.finish()
+	}
+	x.release()
+	s.pool.Put(x)
+}
+
+// fill sets the request from ctx. It returns the answer to a request URI
+// net/http would refuse too.
+func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
+	r, h := x.req, &ctx.Request.Header
+	method := h.Method()
+	m, ok := methods[string(method)]
+	if !ok {
+		m = string(method)
+	}
+	uri := h.RequestURI()
+	if e := x.parseURI(uri); e != nil {
+		return e
+	}
+	clear(x.hdr)
+	clear(x.vals)
+	x.vals = x.vals[:0]
+	for k, v := range h.All() {
+		key, ok := knownHeaders[string(k)]
+		if !ok {
+			key = string(k)
+		}
+		var val string
+		if ok {
+			val = x.intern(key, v)
+		} else {
+			val = string(v)
+		}
+		if prev, ok := x.hdr[key]; ok {
+			x.hdr[key] = append(prev, val) // a repeated header: rare
+			continue
+		}
+		// One value per name, sliced from a reused array.
+		x.vals = append(x.vals, val)
+		n := len(x.vals)
+		x.hdr[key] = x.vals[n-1 : n : n]
+	}
+	if id := ctx.ConnID(); id != x.connID || x.remote == "" {
+		x.connID, x.remote = id, ctx.RemoteAddr().String()
+	}
+	host := h.Host()
+	if x.host != string(host) {
+		x.host = string(host)
+	}
+	body := ctx.PostBody()
+	x.body.reset(body)
+	r.Method = m
+	r.URL = &x.url
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+	if !h.IsHTTP11() {
+		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
+	}
+	r.Header = x.hdr
+	r.Body = &x.body
+	r.GetBody = nil
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.Close = h.ConnectionClose()
+	r.Host = x.host
+	r.Form, r.PostForm, r.MultipartForm, r.Trailer = nil, nil, nil, nil
+	r.RemoteAddr = x.remote
+	r.RequestURI = x.intern("uri", uri)
+	r.TLS = nil
+	r.Cancel = nil //nolint:staticcheck // reset like every other field
+	r.Response = nil
+	r.Pattern = ""
+	return nil
+}
+
+// parseURI parses a request URI into x.url as url.ParseRequestURI does
+// (net/http's server), without allocating for a path that needs no
+// unescaping.
+func (x *exchange) parseURI(uri []byte) *apiError {
+	path, query, _ := bytes.Cut(uri, []byte{'?'})
+	plain := len(path) > 0 && path[0] == '/'
+	for _, c := range path {
+		if !pathSafe[c] {
+			plain = false
+			break
+		}
+	}
+	for _, c := range query {
+		if c < 0x20 || c == 0x7f {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		x.url = url.URL{Path: x.intern("path", path), RawQuery: x.intern("query", query)}
+		return nil
+	}
+	u, err := url.ParseRequestURI(string(uri))
+	if err != nil {
+		return &apiError{status: http.StatusBadRequest, field: "path", msg: "path is malformed: " + err.Error()}
+	}
+	x.url = *u
+	return nil
+}
+
+// pathSafe holds the bytes a path may hold and still be its own escaped
+// form (url's encodePath: unreserved characters and "$&+,/:;=@").
+var pathSafe = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-_.~$&+,/:;=@" {
+		t[c] = true
+	}
+	return t
+}()
+
+// release drops what the request pointed to.
+func (x *exchange) release() {
+	x.body.reset(nil)
+	x.w.ctx = nil
+	x.req.Header = nil
+	x.req.Body = nil
+	x.req.Form, x.req.PostForm, x.req.MultipartForm = nil, nil, nil
+}
+
+// bodyReader reads the request body fasthttp has read.
+type bodyReader struct {
+	b []byte
+	i int
+}
+
+func (r *bodyReader) reset(b []byte) { r.b, r.i = b, 0 }
+func (r *bodyReader) Close() error   { return nil }
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
+
+// fastWriter is the handler's http.ResponseWriter: the status and headers
+// are copied to fasthttp's response at the first write, the body appended
+// to it.
+type fastWriter struct {
+	ctx   *fasthttp.RequestCtx
+	hdr   http.Header
+	wrote bool
+}
+
+func (w *fastWriter) reset(ctx *fasthttp.RequestCtx) {
+	w.ctx, w.wrote = ctx, false
+	clear(w.hdr)
+}
+
+func (w *fastWriter) Header() http.Header { return w.hdr }
+
+func (w *fastWriter) WriteHeader(code int) {
+	if w.wrote || code < 200 {
+		return // 1xx: fasthttp answers Expect: 100-continue itself
+	}
+	w.wrote = true
+	resp := &w.ctx.Response
+	resp.SetStatusCode(code)
+	for k, vs := range w.hdr {
+		switch k {
+		case "Content-Length", "Transfer-Encoding", "Date":
+			// fasthttp frames the answer (the body is buffered); the date
+			// is set below.
+		case "Content-Type":
+			if len(vs) > 0 {
+				resp.Header.SetContentType(vs[0])
+			}
+		case "Connection":
+			for _, v := range vs {
+				if v == "close" {
+					w.ctx.SetConnectionClose()
+				}
+			}
+		default:
+			for _, v := range vs {
+				resp.Header.Add(k, v)
+			}
+		}
+	}
+	resp.Header.SetBytesV("Date", dates.get(w.ctx.Time()))
+}
+
+// dates caches the Date header of the current second.
+var dates dateCache
+
+type dateCache struct {
+	sec atomic.Int64
+	val atomic.Pointer[[]byte]
+}
+
+func (d *dateCache) get(now time.Time) []byte {
+	if s := now.Unix(); d.sec.Load() == s {
+		if v := d.val.Load(); v != nil {
+			return *v
+		}
+	}
+	b := now.UTC().AppendFormat(make([]byte, 0, 29), http.TimeFormat)
+	d.val.Store(&b)
+	d.sec.Store(now.Unix())
+	return b
+}
+
+func (w *fastWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ctx.Write(b)
+}
+
+// Flush is a no-op: the answer is sent when the handler returns.
+func (w *fastWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// finish sends the status of a handler that wrote nothing.
+func (w *fastWriter) finish() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// fasthttpLogger passes fasthttp's own messages to slog.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn(fmt.Sprintf(format, args...))
+}
