@@ -16,8 +16,11 @@
 # Output: key=value lines (bench.sh takes medians of them over runs):
 #   g13_conns, g13_{batched,single}_{durable,none}_per_s (increments/s),
 #   g13_{batched,single}_ratio, g13_{batched,single}_{durable,none}_p99_us,
-#   the same per concurrency as g13_cN_..., g13_ack_added_p99_us,
-#   g13_bare_fsync_p99_us, g13_p99_ratio, g13_loadavg (before, after).
+#   the same per concurrency as g13_cN_..., plus g13_cN_..._requests_per_fsync
+#   and g13_cN_..._{durable,none}_cpu_us_per_request (the agent's CPU time
+#   per request, less sensitive to other load than req/s),
+#   g13_ack_added_p99_us, g13_bare_fsync_p99_us, g13_p99_ratio,
+#   g13_loadavg_{before,after}.
 #
 #   ./scripts/bench-g13.sh                 # ~2.5 minutes
 #   DURATION=5s CONNS="128" ./scripts/bench-g13.sh
@@ -55,13 +58,24 @@ done
 json() { sed -E "s/.*\"$2\":([0-9.e+]+).*/\1/" <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 lg() { taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$1" -mode "$2" -duration "$DURATION" -conns "$3"; }
+# Two figures less sensitive to other load on the machine than req/s: the
+# agent's CPU time (user + system, /proc/PID/stat) and the log's fsyncs
+# (intake and outbox; the outbox adds ~2 a second) during a run.
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+fsyncs() { curl -fsS "127.0.0.1:$1/metrics" | awk '/^edgecount_agent_log_fsync_seconds_count/ {print $2}'; }
+per() { awk -v a="$1" -v b="$2" -v s="${3:-1}" 'BEGIN { if (b > 0) printf "%.1f", s * a / b; else print "nan" }'; }
+tick_us=$((1000000 / $(getconf CLK_TCK)))
 for c in $CONNS; do
   for shape in batched single; do
     mode=incr100
     [ "$shape" = single ] && mode=incr1
+    c0=$(cputicks "${pids[0]}") f0=$(fsyncs $port_fsync)
     d=$(lg $port_fsync $mode "$c")
+    c1=$(cputicks "${pids[0]}") f1=$(fsyncs $port_fsync)
     sleep 1 # the flush and rollup of that load end before the peer's run
+    n0=$(cputicks "${pids[1]}")
     n=$(lg $port_none $mode "$c")
+    n1=$(cputicks "${pids[1]}")
     sleep 1
     for v in "$d" "$n"; do
       if [ "$(json "$v" errors)" != 0 ]; then echo "loadgen reported errors: $v" >&2; exit 1; fi
@@ -72,6 +86,9 @@ for c in $CONNS; do
     echo "g13_c${c}_${shape}_ratio=$(ratio "$dps" "$nps")"
     echo "g13_c${c}_${shape}_durable_p99_us=$(json "$d" p99_us)"
     echo "g13_c${c}_${shape}_none_p99_us=$(json "$n" p99_us)"
+    echo "g13_c${c}_${shape}_requests_per_fsync=$(per "$(json "$d" requests)" $((f1 - f0)))"
+    echo "g13_c${c}_${shape}_durable_cpu_us_per_request=$(per $((c1 - c0)) "$(json "$d" requests)" $tick_us)"
+    echo "g13_c${c}_${shape}_none_cpu_us_per_request=$(per $((n1 - n0)) "$(json "$n" requests)" $tick_us)"
     if [ "$c" = "$G13_CONNS" ]; then
       echo "g13_${shape}_durable_per_s=$dps"
       echo "g13_${shape}_none_per_s=$nps"
