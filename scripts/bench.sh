@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Measures edgecount against Redis on this machine, in one run, and prints
 # the ratios of DESIGN.md's targets G1, G2, G5, G6 (HTTP API, loopback),
-# G3, G4 (counter micro-benchmarks) and G13 (the agent's durable log: the
-# default durability fsync against durability none, same run, and the ack
-# p99 the log adds against a bare fsync p99).
+# G3, G4 (counter micro-benchmarks). G13 (the agent's durable log) is
+# measured by scripts/bench-g13.sh.
 #
 # The system under test (edge-agent, redis-server) is pinned to core 1, the
 # load generators (loadgen, redis-benchmark) to core 0: on this 2-core VM a
@@ -50,18 +49,6 @@ r_get1=$(lg get1); r_get16=$(lg get16)
 for r in "$r_incr100" "$r_incr1" "$r_get1" "$r_get16"; do echo "$r"; done
 kill -TERM $agent; wait $agent; trap - EXIT
 
-echo "== edge-agent with durability none (G13's peer), same pinning"
-rm -rf "$work/data-none"
-taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data-none" --http 127.0.0.1:18080 --log-level warn --durability none >"$work/agent-none.out" 2>"$work/agent-none.err" &
-agent=$!
-trap 'kill -TERM $agent 2>/dev/null; wait $agent 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -fsS 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-n_incr100=$(lg incr100); n_incr1=$(lg incr1)
-for r in "$n_incr100" "$n_incr1"; do echo "$r"; done
-kill -TERM $agent; wait $agent; trap - EXIT
-ack=$(taskset -c "$SUT_CORE" go test ./cmd/edge-agent/ -run '^$' -bench 'AckLatency' -benchtime 2000x -count 1)
-metricOf() { awk -v m="$2" '{for (i = 2; i <= NF; i++) if ($i == m) {print $(i-1); exit}}' <<<"$1"; }
-
 echo "== counter micro-benchmarks (go test -bench, core $SUT_CORE for -cpu 1)"
 b1=$(taskset -c "$SUT_CORE" go test ./region/ -run '^$' -bench 'HotCounter/atomic$|ColdKeys' -cpu 1 -benchtime 1s -count 1)
 b2=$(go test ./region/ -run '^$' -bench 'HotCounter/sharded$' -cpu 2 -benchtime 1s -count 1)
@@ -80,6 +67,4 @@ cat <<TABLE
 | G4 | keyed add, 100k keys: $cold ns | private map: $private ns; sync.Map: $syncmap ns | $(ratio "$private" "$cold"); $(ratio "$syncmap" "$cold")× sync.Map | ≥ 0.7; ≥ 1.5× |
 | G5 | $(json "$r_get1" units_per_s | cut -d. -f1) counts/s (1 a request) | Redis GET: $get1/s | $(ratio "$(json "$r_get1" units_per_s)" "$get1") | ≥ 1.5 |
 | G6 | $(json "$r_get16" units_per_s | cut -d. -f1) counts/s (16 a request) | Redis GET -P 16: $get16/s | $(ratio "$(json "$r_get16" units_per_s)" "$get16") | ≥ 1.0 and ≥ 250k/s |
-| G13 | durability fsync: $(json "$r_incr100" units_per_s | cut -d. -f1) increments/s batched, $(json "$r_incr1" units_per_s | cut -d. -f1) single | durability none: $(json "$n_incr100" units_per_s | cut -d. -f1), $(json "$n_incr1" units_per_s | cut -d. -f1) | $(ratio "$(json "$r_incr100" units_per_s)" "$(json "$n_incr100" units_per_s)"); $(ratio "$(json "$r_incr1" units_per_s)" "$(json "$n_incr1" units_per_s)") | ≥ 0.8 |
-| G13 | ack p99 added by the log: $(metricOf "$ack" added-p99-µs) µs | bare write+fsync p99: $(metricOf "$ack" bare-fsync-p99-µs) µs | $(metricOf "$ack" added/bare) | ≤ 2 |
 TABLE

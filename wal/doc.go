@@ -45,14 +45,15 @@
 //
 // All methods are safe for concurrent use. Appends are ordered by a mutex
 // that only encodes the record into a shared buffer; the goroutine that then
-// takes the commit token (a one-slot channel) writes everything buffered with
-// one write(2) and one fsync, and wakes the whole group by closing its done
-// channel. A lone appender commits its own record at once, without a timer
-// or a hand-off to another goroutine; appenders arriving during an fsync
-// share the next one. Append honours ctx while it waits (the record may
-// still become durable: outcome unknown). TruncateBefore, Replay and Stats
-// do not wait for commits. Lock order: the commit token, then Log.mu; fmu and
-// metaMu are never held with each other.
+// takes the commit token (a one-slot channel) yields while the group grows,
+// writes everything buffered with one write(2) and one fdatasync, and wakes
+// the whole group by closing its done channel. A lone appender commits its
+// own record after one yield, without a timer or a hand-off to another
+// goroutine; appenders arriving meanwhile share the next commit. Append
+// honours ctx while it waits (the record may still become durable: outcome
+// unknown). TruncateBefore, Replay and Stats do not wait for commits. Lock
+// order: the commit token, then Log.mu; fmu and metaMu are never held with
+// each other.
 //
 // AppendApply and Checkpoint are the flush barrier: AppendApply holds a
 // shared gate from before its append until its apply (the in-memory add) has

@@ -432,7 +432,7 @@ func (l *Log) createSegment(first uint64) (*segment, error) {
 		if _, err := f.Write(appendHeader(nil, segMagic, header{id: l.id, n: first})); err != nil {
 			return err
 		}
-		if err := l.sync(f); err != nil {
+		if err := l.timedSync((*os.File).Sync, f); err != nil { // a new file: fsync all of it
 			return err
 		}
 		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -235,6 +236,7 @@ func (l *Log) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error
 	select {
 	case <-g.done:
 	case l.sem <- struct{}{}:
+		l.gather()
 		select {
 		case <-g.done: // a committer took the group while this one waited
 		default:
@@ -303,6 +305,37 @@ func (l *Log) trimAges() {
 	l.ages = l.ages[i:]
 	if i > 0 && len(l.ages) < cap(l.ages)/4 {
 		l.ages = append([]ageMark(nil), l.ages...)
+	}
+}
+
+// maxGatherYields bounds the yields of gather: a group waits at most this
+// many scheduler passes for more members.
+const maxGatherYields = 8
+
+// gather lets the goroutines that are ready to run append before the group
+// is committed: it yields to the scheduler while the group grows (at most
+// maxGatherYields times). The caller holds sem.
+//
+// Without it the goroutine that gets the token commits at once, and with
+// few Ps (GOMAXPROCS=1 when the process is pinned to one core) the group is
+// only what the scheduler ran during the last fsync, which blocks the P
+// until sysmon takes it back: groups of one or two under 128 concurrent
+// requests (docs/wal.md, "Group commit"). A yield costs well under a
+// microsecond when nothing else is runnable, so a lone appender still
+// commits its own record at once.
+func (l *Log) gather() {
+	l.mu.Lock()
+	n := l.pendN
+	l.mu.Unlock()
+	for range maxGatherYields {
+		runtime.Gosched()
+		l.mu.Lock()
+		m := l.pendN
+		l.mu.Unlock()
+		if m == n {
+			return
+		}
+		n = m
 	}
 }
 
@@ -507,10 +540,14 @@ func (l *Log) undo(start *segment, created []*segment, cause error) error {
 	return cause
 }
 
-// sync fsyncs f and records how long it took.
-func (l *Log) sync(f *os.File) error {
+// sync makes what was written to segment f durable (fdatasync where there
+// is one, see syncData) and records how long it took.
+func (l *Log) sync(f *os.File) error { return l.timedSync(syncData, f) }
+
+// timedSync runs sync(f) and records how long it took.
+func (l *Log) timedSync(sync func(*os.File) error, f *os.File) error {
 	t0 := time.Now()
-	err := f.Sync()
+	err := sync(f)
 	d := time.Since(t0)
 	l.fsyncs.Add(1)
 	l.fsyncNano.Add(int64(d))

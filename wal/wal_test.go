@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -824,6 +825,36 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("%d fsyncs for %d appends from %d goroutines: the appends do not share fsyncs", st.Fsyncs, workers*each, workers)
 	}
 	t.Logf("%d appends, %d fsyncs", workers*each, st.Fsyncs)
+}
+
+// TestGroupGathersOneP: with one P (a process pinned to one core), a group
+// takes every appender that can run before its commit, not only those the
+// scheduler ran during the previous fsync (about half of them).
+func TestGroupGathersOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	cfg := testConfig(t.TempDir())
+	cfg.MaxBytes = 64 << 20
+	cfg.SegmentBytes = 16 << 20
+	l, _ := openLog(t, cfg)
+	const workers, each = 32, 40
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if _, err := l.Append(context.Background(), []byte("g")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := l.Stats()
+	perFsync := float64(st.Appended) / float64(st.Fsyncs)
+	t.Logf("%d appends, %d fsyncs: %.1f records per fsync", st.Appended, st.Fsyncs, perFsync)
+	if perFsync < 0.75*workers {
+		t.Fatalf("%.1f records per fsync from %d closed-loop writers on one P: the groups do not gather the runnable appenders", perFsync, workers)
+	}
 }
 
 func TestContext(t *testing.T) {
