@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgecount/edgecount/auth"
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/natsjs"
@@ -44,6 +45,34 @@ type Config struct {
 	Cassandra Cassandra `yaml:"cassandra"`
 	Trending  Trending  `yaml:"trending"`
 	Gossip    Gossip    `yaml:"gossip"`
+	Auth      Auth      `yaml:"auth"`
+}
+
+// Auth configures who may call the HTTP API (package auth). In YAML it is
+// a mapping, or the scalar none (auth: none) to run open on purpose.
+type Auth struct {
+	// TokensFile holds one token a line: TOKEN SCOPE[,SCOPE…] [NAME]. With
+	// it every /v1 and /admin route needs a bearer token; it is reloaded
+	// on SIGHUP.
+	TokensFile string `yaml:"tokens_file"`
+	// Mode none runs open even on a non-loopback address; without a token
+	// file and without it, only a loopback listener runs (open).
+	Mode string `yaml:"mode"`
+	// OpenMetrics serves /metrics without a token.
+	OpenMetrics bool `yaml:"open_metrics"`
+}
+
+// UnmarshalYAML takes the mapping or the scalar none.
+func (a *Auth) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if n.Value != "none" {
+			return fmt.Errorf("auth: %q: want none or a mapping (tokens_file, mode, open_metrics)", n.Value)
+		}
+		a.Mode = "none"
+		return nil
+	}
+	type plain Auth
+	return n.Decode((*plain)(a))
 }
 
 // Agent configures an edge agent.
@@ -346,6 +375,8 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_GOSSIP_ADVERTISE", &c.Gossip.Advertise)
 	list("EDGECOUNT_GOSSIP_SEEDS", &c.Gossip.Seeds)
 	str("EDGECOUNT_GOSSIP_KEY_FILE", &c.Gossip.KeyFile)
+	str("EDGECOUNT_AUTH_TOKENS", &c.Auth.TokensFile)
+	str("EDGECOUNT_AUTH", &c.Auth.Mode)
 	str("EDGECOUNT_GOSSIP_PROFILE", &c.Gossip.Profile)
 	str("EDGECOUNT_REDIS_ADDR", &c.Redis.Addr)
 	str("EDGECOUNT_REDIS_PASSWORD", &c.Redis.Password)
@@ -390,6 +421,21 @@ func (c *Config) Finish(role Role) error {
 
 func (c Config) validate(role Role) error {
 	var errs []error
+	switch {
+	case c.Auth.Mode != "" && c.Auth.Mode != "none":
+		errs = append(errs, fmt.Errorf("auth.mode %q: want none or nothing", c.Auth.Mode))
+	case c.Auth.Mode == "none" && c.Auth.TokensFile != "":
+		errs = append(errs, errors.New("auth: none and auth.tokens_file contradict each other"))
+	case c.Auth.Mode == "" && c.Auth.TokensFile == "":
+		// Refused before anything listens: an open API only on loopback.
+		name, listen := "agent.http", c.Agent.HTTP
+		if role == RoleRollup {
+			name, listen = "rollup.http", c.Rollup.HTTP
+		}
+		if !auth.Loopback(listen) {
+			errs = append(errs, fmt.Errorf("%s %q is not a loopback address and no token file is set: set auth.tokens_file (--auth-tokens), or auth: none to run open on purpose", name, listen))
+		}
+	}
 	addr := func(name, v string) {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", name, v, err))

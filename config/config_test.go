@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -231,5 +232,39 @@ func TestRecountProgressFile(t *testing.T) {
 	c.Cassandra.IndexBuckets = 256
 	if got := c.CassandraConfig().IndexBuckets; got != 256 {
 		t.Errorf("index buckets %d; want 256", got)
+	}
+}
+
+// TestAuth: auth is a mapping or the scalar none, from YAML or the
+// environment, and contradictions are refused.
+func TestAuth(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c := Default()
+	if err := c.LoadFile(write("none.yaml", "auth: none\n")); err != nil || c.Auth.Mode != "none" {
+		t.Fatalf("auth: none → %+v, %v", c.Auth, err)
+	}
+	c = Default()
+	if err := c.LoadFile(write("map.yaml", "auth:\n  tokens_file: /etc/edgecount/tokens\n  open_metrics: true\n")); err != nil ||
+		c.Auth.TokensFile != "/etc/edgecount/tokens" || !c.Auth.OpenMetrics {
+		t.Fatalf("auth mapping → %+v, %v", c.Auth, err)
+	}
+	c = Default()
+	if err := c.LoadFile(write("bad.yaml", "auth: open\n")); err == nil {
+		t.Fatal("auth: open accepted")
+	}
+	c = Default()
+	env := map[string]string{"EDGECOUNT_AUTH_TOKENS": "/tmp/t", "EDGECOUNT_AUTH": "none"}
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(RoleAgent); err == nil || !strings.Contains(err.Error(), "contradict") {
+		t.Fatalf("none with a token file: %v; want refused", err)
 	}
 }

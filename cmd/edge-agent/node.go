@@ -54,6 +54,7 @@ type node struct {
 	agent     *region.Agent
 	agentID   string
 	httpSrv   *httpapi.Server
+	tokens    *cli.TokenWatch // nil when the API runs open
 	ln        net.Listener
 
 	// The components that run on goroutines (HTTP, the rollup, the
@@ -230,6 +231,9 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	if err != nil {
 		return nil, err
 	}
+	if handler, n.tokens, err = cli.Authenticate(cfg.Auth, cfg.Agent.HTTP, handler, reg, logger); err != nil {
+		return nil, err
+	}
 	n.httpSrv = httpapi.NewServer(handler, httpapi.ServerConfig{
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
@@ -365,6 +369,7 @@ func (n *node) close() {
 	if n.ln != nil {
 		n.ln.Close() // closed already if it was served
 	}
+	n.tokens.Close()
 	if n.agent != nil {
 		// After Shutdown this returns at once; after a failed start it
 		// stops the agent's loops before the bus and store close.

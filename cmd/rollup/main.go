@@ -84,6 +84,7 @@ type process struct {
 	bus    *natsjs.Client
 	proc   *rollupd.Process
 	srv    *httpapi.Server
+	tokens *cli.TokenWatch // nil when the API runs open
 	ln     net.Listener
 }
 
@@ -163,6 +164,9 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if err != nil {
 		return nil, err
 	}
+	if handler, p.tokens, err = cli.Authenticate(cfg.Auth, cfg.Rollup.HTTP, handler, reg, logger); err != nil {
+		return nil, err
+	}
 	p.srv = httpapi.NewServer(handler, httpapi.ServerConfig{ReadTimeout: 30 * time.Second, Logger: logger})
 	if p.ln, err = net.Listen("tcp", cfg.Rollup.HTTP); err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
@@ -218,6 +222,7 @@ func (p *process) close() {
 	if p.ln != nil {
 		p.ln.Close() // closed already if it was served
 	}
+	p.tokens.Close()
 	if p.bus != nil {
 		cli.Close(p.logger, p.bus, "drain broker connection")
 	}

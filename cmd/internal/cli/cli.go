@@ -63,6 +63,7 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("EDGECOUNT_CONFIG"), "YAML configuration `file`, e.g. deploy/regions/us-east.yaml (env EDGECOUNT_CONFIG)")
 	level := fs.String("log-level", "", "log `level`: debug, info, warn, error (env EDGECOUNT_LOG_LEVEL)")
+	tokens := fs.String("auth-tokens", "", "bearer token `file` (TOKEN SCOPE[,SCOPE…] [NAME] a line), reloaded on SIGHUP (env EDGECOUNT_AUTH_TOKENS)")
 	apply := flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -77,6 +78,7 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 	}
 	envErr := cfg.ApplyEnv(getenv)
 	Override(&cfg.LogLevel, *level)
+	Override(&cfg.Auth.TokensFile, *tokens)
 	flagErr := apply(&cfg)
 	return cfg, errors.Join(envErr, flagErr, cfg.Finish(role))
 }

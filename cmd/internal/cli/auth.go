@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecount/edgecount/auth"
+	"github.com/edgecount/edgecount/config"
+	"github.com/edgecount/edgecount/httpapi"
+)
+
+// TokenWatch reloads a token file on SIGHUP until Close.
+type TokenWatch struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Close stops the reloads; it is safe on a nil watch.
+func (w *TokenWatch) Close() error {
+	if w != nil {
+		close(w.stop)
+		<-w.done
+	}
+	return nil
+}
+
+// Authenticate decides how the listener on listen authenticates (cfg.Auth,
+// auth.Decide), says so in the log, and wraps h with the token check. With
+// a token file the returned watch reloads it on SIGHUP (a bad file is
+// refused and the tokens stay as they were); close it at stop. An open
+// listener gets h back and a nil watch.
+func Authenticate(cfg config.Auth, listen string, h http.Handler, reg prometheus.Registerer, logger *slog.Logger) (http.Handler, *TokenWatch, error) {
+	p, err := auth.Decide(listen, cfg.TokensFile, cfg.Mode, cfg.OpenMetrics)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Open() {
+		logger.Warn("the HTTP API runs open: no token file (auth.tokens_file, --auth-tokens)", "listen", listen, "auth_mode", cfg.Mode)
+	} else {
+		logger.Info("the HTTP API needs bearer tokens", "listen", listen, "tokens_file", cfg.TokensFile,
+			"tokens", p.Keeper.Tokens().Len(), "open_metrics", p.OpenMetrics)
+	}
+	wrapped, err := httpapi.Authenticate(h, p, reg)
+	if err != nil || p.Open() {
+		return wrapped, nil, err
+	}
+	w := &TokenWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer close(w.done)
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-hup:
+				if err := p.Keeper.Reload(); err != nil {
+					logger.Error("token file reload failed; tokens unchanged", "err", err)
+				} else {
+					logger.Info("token file reloaded", "tokens", p.Keeper.Tokens().Len())
+				}
+			}
+		}
+	}()
+	return wrapped, w, nil
+}
