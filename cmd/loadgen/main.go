@@ -1,8 +1,10 @@
 // Command loadgen drives an edge agent's HTTP API from loopback for a fixed
 // time and reports what it measured. It speaks HTTP/1.1 over raw keep-alive
-// connections and builds each request by appending into reused buffers (no
-// allocation per request), so that the generator costs little next to the
-// system under test (pin the two to different cores, see scripts/bench.sh).
+// connections and sends requests it built before the clock started (-pool
+// bytes of them per connection, sent in turn; -pool 0 builds each one when
+// it is sent, by appending into reused buffers, without allocating), so
+// that the generator costs little next to the system under test (pin the
+// two to different cores, see scripts/bench.sh).
 //
 //	loadgen -addr 127.0.0.1:8080 -mode incr100 -conns 32 -duration 10s
 //	loadgen -mix incr=70,react=10,get=20 -zipf 1.0 -items 1000000 -rate 20000
@@ -65,6 +67,7 @@ type options struct {
 	rate     float64 // requests/s in all; 0: flat out
 	progress bool
 	report   string // json, md or md-header
+	pool     int    // bytes of pre-built requests per connection; 0: build each when sent
 	keys     *keys
 
 	// Set by the wire flags (wire.go): the body format of batched requests
@@ -91,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 	rate := fs.Float64("rate", 0, "requests/s in all, open loop on a fixed schedule (0: flat out)")
 	progress := fs.Bool("progress", false, "print the progress line even when stderr is not a terminal")
 	report := fs.String("report", "json", "final report: json, md (a markdown table row) or md-header")
+	pool := fs.Int("pool", 1<<20, "`bytes` of requests each connection builds before the run and sends in turn (0: build each request when it is sent: the exact key distribution, more generator CPU)")
 	var apply []func(*options) error
 	for _, h := range flagHooks {
 		apply = append(apply, h(fs))
@@ -102,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := &options{addr: *addr, conns: *conns, duration: *duration, items: *items, zipf: *zipf,
-		rate: *rate, progress: *progress || stderrTTY, report: *report, format: wireFormats["json"], pipeline: 1}
+		rate: *rate, progress: *progress || stderrTTY, report: *report, pool: *pool, format: wireFormats["json"], pipeline: 1}
 	var errs []string
 	if *duration <= 0 || *duration > maxDuration {
 		errs = append(errs, fmt.Sprintf("duration %v: want (0, 5m]", *duration))
@@ -117,6 +121,9 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 		errs = append(errs, fmt.Sprintf("rate %v: want 0 (flat out) .. %d requests/s", *rate, maxRate))
 	} else if *rate > 0 && *rate < float64(*conns)/maxDuration.Seconds() {
 		errs = append(errs, fmt.Sprintf("rate %v: too low for %d connections", *rate, *conns))
+	}
+	if *pool < 0 || *pool > 64<<20 {
+		errs = append(errs, fmt.Sprintf("pool %d: want 0..%d bytes", *pool, 64<<20))
 	}
 	switch *report {
 	case "json", "md", "md-header":

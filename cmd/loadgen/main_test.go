@@ -64,6 +64,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-mode", "incr1,get1"}, wantErr: "mode"},
 		{args: []string{"-mode", "get1", "-mix", "get1"}, wantErr: "give one"},
 		{args: []string{"-report", "xml"}, wantErr: "report"},
+		{args: []string{"-pool", "-1"}, wantErr: "pool"},
 		{args: []string{"stray"}, wantErr: "unexpected arguments"},
 		// Every problem is named at once.
 		{args: []string{"-conns", "0", "-items", "0"}, wantErr: "conns 0: want 1..1024; items 0"},

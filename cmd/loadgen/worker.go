@@ -32,6 +32,10 @@ type worker struct {
 	buf  []byte
 	ops  []op
 	sent []time.Time // intended send time of each request in flight
+
+	pool    [][]byte // pre-built requests, sent in turn; nil: built when sent
+	poolOps []op
+	poolAt  int
 }
 
 func newWorker(id int, o *options) *worker {
@@ -48,7 +52,32 @@ func newWorker(id int, o *options) *worker {
 			w.hist[i] = new(hist)
 		}
 	}
+	if o.pool > 0 {
+		// Requests are appended into one block until it holds o.pool
+		// bytes (at least one request); the worker sends them in turn.
+		block := make([]byte, 0, o.pool+16<<10)
+		for len(w.pool) == 0 || len(block) < o.pool {
+			n := len(block)
+			var op op
+			block, op = w.gen.appendNext(block)
+			if cap(block) != o.pool+16<<10 && len(w.pool) > 0 { // grew: this one did not fit
+				break
+			}
+			w.pool = append(w.pool, block[n:len(block):len(block)])
+			w.poolOps = append(w.poolOps, op)
+		}
+	}
 	return w
+}
+
+// next appends the worker's next request.
+func (w *worker) next(dst []byte) ([]byte, op) {
+	if w.pool == nil {
+		return w.gen.appendNext(dst)
+	}
+	i := w.poolAt
+	w.poolAt = (i + 1) % len(w.pool)
+	return append(dst, w.pool[i]...), w.poolOps[i]
 }
 
 func (w *worker) fail(msg string) {
@@ -106,7 +135,7 @@ func (w *worker) run(ctx context.Context, start, end time.Time) {
 		w.buf, w.ops, w.sent = w.buf[:0], w.ops[:0], w.sent[:0]
 		for range w.o.pipeline {
 			var o op
-			w.buf, o = w.gen.appendNext(w.buf)
+			w.buf, o = w.next(w.buf)
 			w.ops = append(w.ops, o)
 			at := now
 			if interval > 0 {
