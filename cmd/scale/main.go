@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,12 +46,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	warm := fs.Int("warm", 1_000_000, "read at most this many items into the read cache (memory per warm count)")
 	sizes := fs.String("sizes", "1e4,1e5,1e6,1e7", "without -n: the sizes to measure, each in a child process")
 	png := fs.String("png", "", "without -n: write the plot to this PNG file")
+	runs := fs.Int("runs", 3, "without -n: measure each size this many times; the table and plot show the run of median flush time")
+	jsonl := fs.String("jsonl", "", "without -n: append every run's JSON line to this `file`")
+	plotOnly := fs.Bool("plot-only", false, "measure nothing: read the runs from -jsonl and write the table and -png")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *warm < 0 || *warm > maxCounters {
 		return fmt.Errorf("warm %d: want 0..%d", *warm, maxCounters)
 	}
+	var err error
 	if *n != 0 {
 		if *n < 1 || *n > maxCounters {
 			return fmt.Errorf("n %d: want 1..%d", *n, maxCounters)
@@ -61,14 +66,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return writeJSON(stdout, res)
 	}
-	ns, err := parseSizes(*sizes)
-	if err != nil {
-		return err
+	if *runs < 1 || *runs > 9 {
+		return fmt.Errorf("runs %d: want 1..9", *runs)
 	}
-	results, err := measureAll(ctx, ns, *warm, stderr)
-	if err != nil {
-		return err
+	var all []*result
+	if *plotOnly {
+		if *jsonl == "" {
+			return errors.New("plot-only needs -jsonl")
+		}
+		if all, err = readJSONL(*jsonl); err != nil {
+			return err
+		}
+	} else {
+		ns, err := parseSizes(*sizes)
+		if err != nil {
+			return err
+		}
+		if all, err = measureAll(ctx, ns, *warm, *runs, *jsonl, stderr); err != nil {
+			return err
+		}
 	}
+	results := medianRuns(all)
 	writeTable(stdout, results)
 	if *png != "" {
 		return plotPNG(*png, results)

@@ -56,11 +56,11 @@ func TestRunPlots(t *testing.T) {
 	t.Setenv("EDGECOUNT_SCALE_CHILD", "1")
 	out := filepath.Join(t.TempDir(), "scale.png")
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"-sizes", "1e3,3000", "-warm", "500", "-png", out}, &stdout, &stderr); err != nil {
+	if err := run(context.Background(), []string{"-sizes", "1e3,3000", "-runs", "2", "-warm", "500", "-png", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	rows := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if len(rows) != 4 || !strings.HasPrefix(rows[2], "| 10^3 | ") || !strings.HasPrefix(rows[3], "| 3000 | ") {
+	if len(rows) != 4 || !strings.HasPrefix(rows[2], "| 10^3 | 2 | ") || !strings.HasPrefix(rows[3], "| 3000 | 2 | ") {
 		t.Errorf("table:\n%s\nwant a header and rows for 10^3 and 3000", stdout.String())
 	}
 	f, err := os.Open(out)
@@ -88,6 +88,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-sizes", "1e4,abc"}, `"abc"`},
 		{[]string{"-sizes", "1e8"}, "1e8"},
 		{[]string{"-sizes", "2.5"}, "2.5"},
+		{[]string{"-runs", "0"}, "runs 0"},
+		{[]string{"-plot-only"}, "needs -jsonl"},
 	} {
 		err := run(context.Background(), tc.args, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

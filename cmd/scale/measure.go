@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -45,6 +47,10 @@ type result struct {
 	MessageMiB   float64 `json:"flush_message_mib"`
 	PeakRSSMiB   float64 `json:"peak_rss_mib"`
 	GoVersion    string  `json:"go"`
+
+	// Set by medianRuns.
+	Runs                           int     `json:"-"`
+	FlushMinMillis, FlushMaxMillis float64 `json:"-"`
 }
 
 // sink is the agent's publisher here: it keeps nothing and counts what it
@@ -187,7 +193,7 @@ func measure(ctx context.Context, n, warm int) (*result, error) {
 
 	flushes, nanos, sums := a.Stats().Flushes.Load(), a.Stats().FlushNanos.Load(), a.Stats().SumsFlushed.Load()
 	tnanos := a.Stats().TrendingNanos.Load()
-	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Minute) // 10^7 sums on a loaded 2-core machine took over 5
 	defer cancel()
 	if err := a.Stop(stopCtx); err != nil {
 		return nil, err
@@ -222,41 +228,90 @@ func parseSizes(s string) ([]int, error) {
 
 // measureAll runs each size in a fresh child process (this binary with
 // -n), so that one size's heap does not weigh on the next's RSS.
-func measureAll(ctx context.Context, ns []int, warm int, stderr io.Writer) ([]*result, error) {
+func measureAll(ctx context.Context, ns []int, warm, runs int, jsonl string, stderr io.Writer) ([]*result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	var out []*result
+	var save *os.File
+	if jsonl != "" {
+		if save, err = os.OpenFile(jsonl, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+			return nil, err
+		}
+		defer save.Close()
+	}
 	for _, n := range ns {
-		fmt.Fprintf(stderr, "scale: %d counters...\n", n)
-		var stdout bytes.Buffer
-		cmd := exec.CommandContext(ctx, self, "-n", strconv.Itoa(n), "-warm", strconv.Itoa(warm))
-		cmd.Stdout, cmd.Stderr = &stdout, stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("cannot measure %d counters: %w", n, err)
+		for run := range runs {
+			fmt.Fprintf(stderr, "scale: %d counters, run %d of %d...\n", n, run+1, runs)
+			var stdout bytes.Buffer
+			cmd := exec.CommandContext(ctx, self, "-n", strconv.Itoa(n), "-warm", strconv.Itoa(warm))
+			cmd.Stdout, cmd.Stderr = &stdout, stderr
+			if err := cmd.Run(); err != nil {
+				return nil, fmt.Errorf("cannot measure %d counters: %w", n, err)
+			}
+			var r result
+			sc := bufio.NewScanner(&stdout)
+			if !sc.Scan() {
+				return nil, errors.New("no result from the child")
+			}
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				return nil, fmt.Errorf("cannot read the result for %d: %w", n, err)
+			}
+			fmt.Fprintf(stderr, "scale: %s\n", sc.Bytes())
+			if save != nil {
+				if _, err := fmt.Fprintf(save, "%s\n", sc.Bytes()); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, &r)
 		}
+	}
+	return out, nil
+}
+
+func readJSONL(path string) ([]*result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*result
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
 		var r result
-		sc := bufio.NewScanner(&stdout)
-		if !sc.Scan() {
-			return nil, errors.New("no result from the child")
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("cannot read %s: %w", path, err)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("cannot read the result for %d: %w", n, err)
-		}
-		fmt.Fprintf(stderr, "scale: %s\n", sc.Bytes())
 		out = append(out, &r)
 	}
 	return out, nil
 }
 
+// medianRuns keeps, per size, the run of median flush time (the lower
+// middle of an even count), with the spread of flush times over the runs;
+// sizes ascend.
+func medianRuns(all []*result) []*result {
+	by := map[int][]*result{}
+	for _, r := range all {
+		by[r.Counters] = append(by[r.Counters], r)
+	}
+	var out []*result
+	for _, rs := range by {
+		slices.SortFunc(rs, func(a, b *result) int { return cmp.Compare(a.FlushMillis, b.FlushMillis) })
+		m := *rs[(len(rs)-1)/2]
+		m.Runs, m.FlushMinMillis, m.FlushMaxMillis = len(rs), rs[0].FlushMillis, rs[len(rs)-1].FlushMillis
+		out = append(out, &m)
+	}
+	slices.SortFunc(out, func(a, b *result) int { return cmp.Compare(a.Counters, b.Counters) })
+	return out
+}
+
 func writeTable(w io.Writer, rs []*result) {
-	fmt.Fprintln(w, "| distinct counters | agent RSS | heap / live counter | RSS / live counter | warm counts | heap / warm count | flush (of it trending) | flush output | peak RSS |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| distinct counters | runs | agent RSS | heap / live counter | RSS / live counter | warm counts | heap / warm count | flush (of it trending) | flush min–max | flush output | peak RSS |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %.0f MiB | %.0f B | %.0f B | %s | %.0f B | %s (%s) | %d msgs, %.1f MiB | %.0f MiB |\n",
-			pow10(r.Counters), r.RSSLiveMiB, r.BytesPerCtr, r.RSSPerCtr, pow10(r.Warm), r.BytesPerWarm,
-			ms(r.FlushMillis), ms(r.TrendMillis), r.Messages, r.MessageMiB, r.PeakRSSMiB)
+		fmt.Fprintf(w, "| %s | %d | %.0f MiB | %.0f B | %.0f B | %s | %.0f B | %s (%s) | %s–%s | %d msgs, %.1f MiB | %.0f MiB |\n",
+			pow10(r.Counters), r.Runs, r.RSSLiveMiB, r.BytesPerCtr, r.RSSPerCtr, pow10(r.Warm), r.BytesPerWarm,
+			ms(r.FlushMillis), ms(r.TrendMillis), ms(r.FlushMinMillis), ms(r.FlushMaxMillis), r.Messages, r.MessageMiB, r.PeakRSSMiB)
 	}
 }
 
