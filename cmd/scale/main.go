@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	png := fs.String("png", "", "without -n: write the plot to this PNG file")
 	runs := fs.Int("runs", 3, "without -n: measure each size this many times; the table and plot show the run of median flush time")
 	jsonl := fs.String("jsonl", "", "without -n: append every run's JSON line to this `file`")
+	cpuProfile := fs.String("flush-profile", "", "with -n: write a CPU profile of the flush to this `file`")
 	plotOnly := fs.Bool("plot-only", false, "measure nothing: read the runs from -jsonl and write the table and -png")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *n < 1 || *n > maxCounters {
 			return fmt.Errorf("n %d: want 1..%d", *n, maxCounters)
 		}
-		res, err := measure(ctx, *n, min(*warm, *n))
+		res, err := measure(ctx, *n, min(*warm, *n), *cpuProfile)
 		if err != nil {
 			return err
 		}

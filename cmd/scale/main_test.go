@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 // the warm pass hits the cache for every item, and the one flush carries a
 // sum for each counter.
 func TestMeasure(t *testing.T) {
-	r, err := measure(context.Background(), 5000, 1000)
+	r, err := measure(context.Background(), 5000, 1000, "")
 	if err != nil {
 		t.Fatal(err)
 	}

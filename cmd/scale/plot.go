@@ -61,7 +61,8 @@ func plotPNG(path string, rs []*result) error {
 		return err
 	}
 	flush, err := panel("one flush of every counter", "ms",
-		series{"flush", xy(func(r *result) float64 { return r.FlushMillis })})
+		series{"flush, wall time", xy(func(r *result) float64 { return r.FlushMillis })},
+		series{"CPU time of the stop (flush, publish, GC)", xy(func(r *result) float64 { return r.FlushCPUMs })})
 	if err != nil {
 		return err
 	}
