@@ -72,6 +72,12 @@ func plotPNG(path string, rs []*result) error {
 	if err != nil {
 		return err
 	}
+	// Flat within a decade: a linear axis from 0, with room for the legend.
+	per.Y.Scale, per.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
+	per.Y.Min = 0
+	for _, r := range rs {
+		per.Y.Max = max(per.Y.Max, 1.3*r.BytesPerWarm, 1.3*r.BytesPerCtr)
+	}
 	const w, h = 15 * vg.Inch, 4.5 * vg.Inch
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
