@@ -21,7 +21,8 @@
 # REDIS_PORT 16379) and are stopped at the end.
 #
 #   ./scripts/bench.sh           # 3 runs, 10 s per load: ~10 minutes, writes BENCHMARKS.md
-#   ./scripts/bench.sh -quick    # 1 run, 2 s per load: < 1 minute, writes .cache/bench/BENCHMARKS.quick.md
+#   ./scripts/bench.sh -quick    # 1 run, 2 s per load (G13 at one concurrency): ~1 minute, writes .cache/bench/BENCHMARKS.quick.md
+#   ./scripts/bench.sh -report   # rewrite the last runs' file from .cache/bench/runs, measuring nothing
 #   RUNS=5 DURATION=20s ./scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -185,7 +186,9 @@ for run in $(seq "$RUNS"); do
 
 	if [ -x scripts/bench-g13.sh ]; then
 		echo "-- $(date -u +%T) G13: scripts/bench-g13.sh"
-		if out=$(./scripts/bench-g13.sh); then
+		g13_env=()
+		[ "$QUICK" = 1 ] && g13_env=(CONNS="${G13_CONNS:-128}") # -quick: only the concurrency G13 is stated at
+		if out=$(env "${g13_env[@]}" ./scripts/bench-g13.sh); then
 			grep -E '^[a-z0-9_]+=[-0-9.e+]+$' <<<"$out" >>"$kvfile" || true
 		else
 			echo "bench.sh: scripts/bench-g13.sh failed; G13 left out of run $run" >&2
