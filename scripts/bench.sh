@@ -1,70 +1,368 @@
 #!/usr/bin/env bash
-# Measures edgecount against Redis on this machine, in one run, and prints
-# the ratios of DESIGN.md's targets G1, G2, G5, G6 (HTTP API, loopback),
-# G3, G4 (counter micro-benchmarks). G13 (the agent's durable log) is
-# measured by scripts/bench-g13.sh.
+# Measures edgecount against its peers on this machine and writes
+# BENCHMARKS.md: every figure RUNS times (default 3), each ratio taken
+# within one run (the peer measured in the same run), then the median and
+# the spread (min–max) over the runs.
 #
-# The system under test (edge-agent, redis-server) is pinned to core 1, the
-# load generators (loadgen, redis-benchmark) to core 0: on this 2-core VM a
+#   G1, G2, G5, G6  the HTTP API (standalone edge-agent, cmd/loadgen; G1 and G6
+#                   also with -body protobuf once loadgen has it) ÷ Redis
+#                   (a private redis-server, redis-benchmark), and ÷ the floor
+#                   (cmd/floor: a bare read/write loop answering a fixed
+#                   response, the most any Go HTTP server reaches here)
+#   G3, G4          counter micro-benchmarks (go test -bench ./region/)
+#   G10             increments per row written, Zipf 1.0 over 10^6 items,
+#                   1 s flush (agent metrics; the standalone embedded store)
+#   G13             scripts/bench-g13.sh, once per run, medians of its keys
+#
+# The system under test (edge-agent, redis-server, floor) is pinned to core
+# SUT_CORE (1), the load generators to GEN_CORE (0): on this 2-core VM a
 # cross-core wake-up costs ~50 µs, so unpinned figures mostly measure the
-# scheduler. Every load is bounded in time and stays on 127.0.0.1.
+# scheduler. Every load is bounded in time and stays on 127.0.0.1; the
+# servers listen on private ports (AGENT_PORT 18080, FLOOR_PORT 18090,
+# REDIS_PORT 16379) and are stopped at the end.
 #
-#   ./scripts/bench.sh            # ~2 minutes
-#   DURATION=20s ./scripts/bench.sh
+#   ./scripts/bench.sh           # 3 runs, 10 s per load: ~10 minutes (+ bench-g13.sh), writes BENCHMARKS.md
+#   ./scripts/bench.sh -quick    # 1 run, 2 s per load (G13 at one concurrency): ~1 minute, writes .cache/bench/BENCHMARKS.quick.md
+#   ./scripts/bench.sh -report   # rewrite the last runs' file from .cache/bench/runs, measuring nothing
+#   RUNS=5 DURATION=20s ./scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
-DURATION=${DURATION:-10s}
+QUICK=0
+REPORT_ONLY=0
+case "${1:-}" in
+-quick | --quick) QUICK=1 ;;
+-report) REPORT_ONLY=1 ;; # rewrite the file from the last runs in .cache/bench/runs, measuring nothing
+"") ;;
+*) echo "usage: $0 [-quick | -report]" >&2; exit 2 ;;
+esac
+if [ "$QUICK" = 1 ]; then
+	RUNS=${RUNS:-1} DURATION=${DURATION:-2s} BENCHTIME=${BENCHTIME:-200ms} REDIS_N=${REDIS_N:-50000}
+	OUT=${OUT:-.cache/bench/BENCHMARKS.quick.md}
+else
+	RUNS=${RUNS:-3} DURATION=${DURATION:-10s} BENCHTIME=${BENCHTIME:-1s} REDIS_N=${REDIS_N:-300000}
+	OUT=${OUT:-BENCHMARKS.md}
+fi
+export QUICK RUNS DURATION
 SUT_CORE=${SUT_CORE:-1}
 GEN_CORE=${GEN_CORE:-0}
+AGENT_PORT=${AGENT_PORT:-18080}
+FLOOR_PORT=${FLOOR_PORT:-18090}
+REDIS_PORT=${REDIS_PORT:-16379}
+CONNS=${CONNS:-32}
 work=.cache/bench
-mkdir -p "$work/bin"
+mkdir -p "$work/bin" "$work/runs"
+if [ "$REPORT_ONLY" = 0 ]; then
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+rm -f "$work"/runs/*.kv "$work"/runs/*.json "$work/runs/meta"
+for p in "$AGENT_PORT" "$FLOOR_PORT" "$REDIS_PORT"; do
+	if listening "$p"; then
+		echo "bench.sh: 127.0.0.1:$p is in use (someone else's server?); set AGENT_PORT, FLOOR_PORT or REDIS_PORT" >&2
+		exit 1
+	fi
+done
+
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 go build -o "$work/bin/loadgen" ./cmd/loadgen
-
+go build -o "$work/bin/floor" ./cmd/floor
+go test -c -o "$work/bin/region.test" ./region/
+# Binary batches when loadgen has them (-body protobuf, cmd/loadgen/wire.go).
+HAS_BODY=0
+"$work/bin/loadgen" -h 2>&1 | grep -q -- '-body' && HAS_BODY=1
 ./scripts/redis.sh install >/dev/null
-./scripts/redis.sh start
-redis_pid=$(redis-cli -h 127.0.0.1 -p 6379 info server | awk -F: '/^process_id/ {print $2}' | tr -d '\r')
-taskset -pc "$SUT_CORE" "$redis_pid" >/dev/null
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
-rb() { # redis-benchmark requests/s for: test, pipeline
-  taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p 6379 -t "$1" -P "$2" -n "$3" -q 2>/dev/null | tr '\r' '\n' |
-    awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}'
+# Servers this script started, stopped on exit (by pid, only ours).
+pids=()
+stop_all() {
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	pids=()
 }
-echo "== redis-benchmark (server on core $SUT_CORE, client on core $GEN_CORE)"
-incr1=$(rb incr 1 300000); incr64=$(rb incr 64 4000000); get1=$(rb get 1 300000); get16=$(rb get 16 3000000)
-echo "INCR $incr1/s, INCR -P 64 $incr64/s, GET $get1/s, GET -P 16 $get16/s"
+trap stop_all EXIT
+wait_http() { for _ in $(seq 200); do curl -fsS "127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "bench.sh: nothing answers on :$1$2" >&2; return 1; }
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	local keep=() p
+	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	pids=("${keep[@]}")
+}
 
-echo "== edge-agent (standalone, core $SUT_CORE) driven by loadgen (core $GEN_CORE), $DURATION each"
-rm -rf "$work/data"
-taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http 127.0.0.1:18080 --log-level warn >"$work/agent.out" 2>"$work/agent.err" &
-agent=$!
-trap 'kill -TERM $agent 2>/dev/null; wait $agent 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -fsS 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-lg() { taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr 127.0.0.1:18080 -mode "$1" -duration "$DURATION" -conns 32; }
-json() { sed -E "s/.*\"$2\":([0-9.e+]+).*/\1/" <<<"$1"; }
-r_incr100=$(lg incr100); r_incr1=$(lg incr1)
-sleep 2 # one flush interval plus rollup: the reads below hit real rows
-r_get1=$(lg get1); r_get16=$(lg get16)
-for r in "$r_incr100" "$r_incr1" "$r_get1" "$r_get16"; do echo "$r"; done
-kill -TERM $agent; wait $agent; trap - EXIT
-
-echo "== counter micro-benchmarks (go test -bench, core $SUT_CORE for -cpu 1)"
-b1=$(taskset -c "$SUT_CORE" go test ./region/ -run '^$' -bench 'HotCounter/atomic$|ColdKeys' -cpu 1 -benchtime 1s -count 1)
-b2=$(go test ./region/ -run '^$' -bench 'HotCounter/sharded$' -cpu 2 -benchtime 1s -count 1)
+lg() { # loadgen on the generator core: port, then loadgen flags
+	local port=$1
+	shift
+	taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns "$CONNS" "$@"
+}
+json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
+rb() { # redis-benchmark requests/s for: test, pipeline, requests
+	taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t "$1" -P "$2" -n "$3" -q 2>/dev/null | tr '\r' '\n' |
+		awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}'
+}
+metric() { # sum of a Prometheus counter on the agent
+	curl -fsS "127.0.0.1:$AGENT_PORT/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {printf "%.0f", s}'
+}
 ns() { awk -v n="$2" '$1 ~ n {print $3; exit}' <<<"$1"; }
-atomic1=$(ns "$b1" 'HotCounter/atomic$'); sharded2=$(ns "$b2" 'HotCounter/sharded-2$')
-cold=$(ns "$b1" 'ColdKeys/counters$'); private=$(ns "$b1" 'ColdKeys/private-map$'); syncmap=$(ns "$b1" 'ColdKeys/sync-map$')
+kv() { echo "$1=$2" >>"$kvfile"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-cat <<TABLE
+for run in $(seq "$RUNS"); do
+	kvfile=$work/runs/$run.kv
+	echo "== run $run of $RUNS ($DURATION a load; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 
-| # | edgecount | peer (same run) | ratio | goal |
-|---|---|---|---|---|
-| G1 | $(json "$r_incr100" units_per_s | cut -d. -f1) increments/s (100 a request) | Redis INCR -P 64: $incr64/s | $(ratio "$(json "$r_incr100" units_per_s)" "$incr64") | ≥ 2.0 |
-| G2 | $(json "$r_incr1" units_per_s | cut -d. -f1) increments/s (1 a request) | Redis INCR: $incr1/s | $(ratio "$(json "$r_incr1" units_per_s)" "$incr1") | ≥ 1.2 |
-| G3 | sharded hot counter, 2 goroutines: $sharded2 ns/add | one uncontended atomic: $atomic1 ns | $(ratio "$atomic1" "$(awk -v s="$sharded2" 'BEGIN{print 2*s}')") | ≥ 0.8 |
-| G4 | keyed add, 100k keys: $cold ns | private map: $private ns; sync.Map: $syncmap ns | $(ratio "$private" "$cold"); $(ratio "$syncmap" "$cold")× sync.Map | ≥ 0.7; ≥ 1.5× |
-| G5 | $(json "$r_get1" units_per_s | cut -d. -f1) counts/s (1 a request) | Redis GET: $get1/s | $(ratio "$(json "$r_get1" units_per_s)" "$get1") | ≥ 1.5 |
-| G6 | $(json "$r_get16" units_per_s | cut -d. -f1) counts/s (16 a request) | Redis GET -P 16: $get16/s | $(ratio "$(json "$r_get16" units_per_s)" "$get16") | ≥ 1.0 and ≥ 250k/s |
-TABLE
+	echo "-- $(date -u +%T) redis-server (core $SUT_CORE) and redis-benchmark (core $GEN_CORE), 50 clients"
+	taskset -c "$SUT_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+		--logfile "$PWD/$work/redis.log" &
+	rpid=$!
+	pids+=("$rpid")
+	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	kv redis_incr1 "$(rb incr 1 "$REDIS_N")"
+	kv redis_incr64 "$(rb incr 64 $((REDIS_N * 12)))"
+	kv redis_get1 "$(rb get 1 "$REDIS_N")"
+	kv redis_get16 "$(rb get 16 $((REDIS_N * 10)))"
+	stop_pid "$rpid"
+
+	echo "-- $(date -u +%T) floor (cmd/floor, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
+	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -lifetime 10m >/dev/null &
+	fpid=$!
+	pids+=("$fpid")
+	wait_http "$FLOOR_PORT" /
+	for mode in get1 get16 incr100; do
+		r=$(lg "$FLOOR_PORT" -mode "$mode")
+		kv "floor_${mode}_rps" "$(json "$r" requests_per_s)"
+		kv "floor_${mode}_p50_us" "$(json "$r" p50_us)"
+	done
+	stop_pid "$fpid"
+
+	echo "-- $(date -u +%T) edge-agent standalone (core $SUT_CORE), default durability (fsync), driven by loadgen (core $GEN_CORE)"
+	rm -rf "$work/data"
+	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn \
+		>"$work/agent.out" 2>"$work/agent.err" &
+	apid=$!
+	pids+=("$apid")
+	wait_http "$AGENT_PORT" /readyz
+	for mode in incr100 incr1; do
+		r=$(lg "$AGENT_PORT" -mode "$mode")
+		echo "$r" >>"$work/runs/$run.json"
+		kv "ec_${mode}_ups" "$(json "$r" units_per_s)"
+		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
+		kv "ec_${mode}_p50_us" "$(json "$r" p50_us)"
+		kv "ec_${mode}_errors" "$(json "$r" errors)"
+	done
+	if [ "$HAS_BODY" = 1 ]; then # binary batches: G1's protobuf goal, G6 in protobuf
+		r=$(lg "$AGENT_PORT" -mode incr100 -body protobuf)
+		echo "$r" >>"$work/runs/$run.json"
+		kv ec_incr100pb_ups "$(json "$r" units_per_s)"
+		kv ec_incr100pb_errors "$(json "$r" errors)"
+	fi
+	sleep 2 # one flush interval plus the rollup: the reads below hit real rows
+	for mode in get1 get16; do
+		r=$(lg "$AGENT_PORT" -mode "$mode")
+		echo "$r" >>"$work/runs/$run.json"
+		kv "ec_${mode}_ups" "$(json "$r" units_per_s)"
+		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
+		kv "ec_${mode}_p50_us" "$(json "$r" p50_us)"
+		kv "ec_${mode}_errors" "$(json "$r" errors)"
+	done
+
+	if [ "$HAS_BODY" = 1 ]; then
+		r=$(lg "$AGENT_PORT" -mode get16 -body protobuf)
+		echo "$r" >>"$work/runs/$run.json"
+		kv ec_get16pb_ups "$(json "$r" units_per_s)"
+		kv ec_get16pb_errors "$(json "$r" errors)"
+	fi
+
+	echo "-- $(date -u +%T) G10: increments per row written, Zipf 1.0 over 10^6 items, 1 s flush (exact key draws: -pool 0)"
+	inc0=$(metric edgecount_agent_increments_total)
+	rows0=$(metric edgecount_rollup_rows_written_total)
+	r=$(lg "$AGENT_PORT" -mode incr100 -zipf 1.0 -items 1000000 -pool 0)
+	sums=-1
+	for _ in $(seq 60); do # until the rollup has applied every flush
+		sleep 1
+		s=$(metric edgecount_rollup_partial_sums_total)
+		[ "$s" = "$sums" ] && break
+		sums=$s
+	done
+	incs=$(($(metric edgecount_agent_increments_total) - inc0))
+	rows=$(($(metric edgecount_rollup_rows_written_total) - rows0))
+	kv g10_increments "$incs"
+	kv g10_rows "$rows"
+	kv g10_incr_per_s "$(json "$r" units_per_s)"
+	stop_pid "$apid"
+
+	echo "-- $(date -u +%T) counter micro-benchmarks (go test -bench, core $SUT_CORE for -cpu 1)"
+	b1=$(taskset -c "$SUT_CORE" "$work/bin/region.test" -test.run '^$' -test.bench 'HotCounter/atomic$|ColdKeys' -test.cpu 1 -test.benchtime "$BENCHTIME" -test.count 1)
+	b2=$("$work/bin/region.test" -test.run '^$' -test.bench 'HotCounter/sharded$' -test.cpu 2 -test.benchtime "$BENCHTIME" -test.count 1)
+	kv g3_atomic_ns "$(ns "$b1" 'HotCounter/atomic$')"
+	kv g3_sharded2_ns "$(ns "$b2" 'HotCounter/sharded-2$')"
+	kv g4_counters_ns "$(ns "$b1" 'ColdKeys/counters$')"
+	kv g4_private_ns "$(ns "$b1" 'ColdKeys/private-map$')"
+	kv g4_syncmap_ns "$(ns "$b1" 'ColdKeys/sync-map$')"
+
+	if [ -x scripts/bench-g13.sh ]; then
+		echo "-- $(date -u +%T) G13: scripts/bench-g13.sh"
+		g13_env=()
+		[ "$QUICK" = 1 ] && g13_env=(CONNS="${G13_CONNS:-128}") # -quick: only the concurrency G13 is stated at
+		if out=$(env "${g13_env[@]}" ./scripts/bench-g13.sh); then
+			grep -E '^[a-z0-9_]+=[-0-9.e+]+$' <<<"$out" >>"$kvfile" || true
+		else
+			echo "bench.sh: scripts/bench-g13.sh failed; G13 left out of run $run" >&2
+		fi
+	else
+		echo "-- G13: skipped, scripts/bench-g13.sh is not there yet"
+	fi
+
+	# The ratios, each within this run.
+	# shellcheck disable=SC1090
+	. <(sed -E 's/^([a-z0-9_]+)=(.*)$/\1="\2"/' "$kvfile")
+	kv g1 "$(ratio "$ec_incr100_ups" "$redis_incr64")"
+	if [ "$HAS_BODY" = 1 ]; then
+		kv g1_protobuf "$(ratio "$ec_incr100pb_ups" "$redis_incr64")"
+		kv g6_protobuf "$(ratio "$ec_get16pb_ups" "$redis_get16")"
+	fi
+	kv g2 "$(ratio "$ec_incr1_ups" "$redis_incr1")"
+	kv g5 "$(ratio "$ec_get1_ups" "$redis_get1")"
+	kv g6 "$(ratio "$ec_get16_ups" "$redis_get16")"
+	kv g1_floor "$(ratio "$ec_incr100_rps" "$floor_incr100_rps")"
+	kv g2_floor "$(ratio "$ec_incr1_rps" "$floor_get1_rps")"
+	kv g5_floor "$(ratio "$ec_get1_rps" "$floor_get1_rps")"
+	kv g6_floor "$(ratio "$ec_get16_rps" "$floor_get16_rps")"
+	kv floor_get1_vs_redis "$(ratio "$floor_get1_rps" "$redis_get1")"
+	kv g3 "$(ratio "$g3_atomic_ns" "$(awk -v s="$g3_sharded2_ns" 'BEGIN{print 2*s}')")"
+	kv g4 "$(ratio "$g4_private_ns" "$g4_counters_ns")"
+	kv g4_syncmap "$(ratio "$g4_syncmap_ns" "$g4_counters_ns")"
+	kv g10 "$(ratio "$g10_increments" "$g10_rows")"
+	cat "$kvfile"
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+stop_all
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo " with local changes")"
+printf 'started=%q\nload_before=%q\nload_after=%q\nRUNS=%q\nDURATION=%q\nQUICK=%q\nOUT=%q\ncommit=%q\n' \
+	"$started" "$load_before" "$load_after" "$RUNS" "$DURATION" "$QUICK" "$OUT" "$commit" >"$work/runs/meta"
+fi # REPORT_ONLY
+# shellcheck disable=SC1091
+. "$work/runs/meta"
+
+# stat KEY: "median (min–max)" over the runs, or "median" with one run; n/a
+# when no run has the key.
+stat() {
+	cat "$work"/runs/*.kv | awk -F= -v k="$1" -v f="${2:-%.2f}" '
+		$1 == k && $2 != "nan" && $2 != "" { v[n++] = $2 + 0 }
+		END {
+			if (n == 0) { printf "n/a"; exit }
+			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			m = (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+			if (n == 1) printf f, m
+			else printf f " (" f "–" f ")", m, v[0], v[n - 1]
+		}'
+}
+# rate KEY: like stat for a per-second figure, in k or M.
+rate() {
+	cat "$work"/runs/*.kv | awk -F= -v k="$1" '
+		function si(x) {
+			if (x >= 1e6) return sprintf("%.2f M", x / 1e6)
+			if (x >= 1e5) return sprintf("%.0f k", x / 1e3)
+			if (x >= 1e4) return sprintf("%.1f k", x / 1e3)
+			if (x >= 1e3) return sprintf("%.2f k", x / 1e3)
+			return sprintf("%.0f", x)
+		}
+		$1 == k && $2 != "nan" && $2 != "" { v[n++] = $2 + 0 }
+		END {
+			if (n == 0) { printf "n/a"; exit }
+			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			m = (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+			if (n == 1) printf "%s", si(m)
+			else printf "%s (%s–%s)", si(m), si(v[0]), si(v[n - 1])
+		}'
+}
+# met KEY OP GOAL [KEY2 OP2 GOAL2]: "met" when the median meets every goal,
+# and in how many runs each did.
+met() {
+	cat "$work"/runs/*.kv | awk -F= -v k="$1" -v op="$2" -v g="$3" '
+		function ok(x) { return op == ">=" ? x >= g : x <= g }
+		$1 == k && $2 != "nan" && $2 != "" { v[n++] = $2 + 0; if (ok($2 + 0)) hit++ }
+		END {
+			if (n == 0) { printf "not measured"; exit }
+			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			m = (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+			printf "%s (%d of %d runs)", ok(m) ? "met" : "**not met**", hit + 0, n
+		}'
+}
+
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+# The protobuf rows, when the runs have them (a row each, no blank line).
+g1pb_row="" g6pb_row=""
+if grep -q '^g1_protobuf=' "$work"/runs/*.kv; then
+	g1pb_row=$'\n'"| G1 | $(rate ec_incr100pb_ups) increments/s, 100 a request (protobuf) | Redis \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1_protobuf) | ≥ 2.0 protobuf | $(met g1_protobuf '>=' 2.0) |"
+	g6pb_row=$'\n'"| G6 | $(rate ec_get16pb_ups) counts/s, 16 a request (protobuf) | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_protobuf) | ≥ 1.0 and ≥ 500 k/s | $(met g6_protobuf '>=' 1.0); $(met ec_get16pb_ups '>=' 500000) |"
+fi
+mode="runs: $RUNS, $DURATION a load"
+[ "$QUICK" = 1 ] && mode="-quick: $mode (not for the record)"
+{
+	cat <<EOF
+# Benchmarks
+
+Written by \`./scripts/bench.sh\` on $started ($mode), commit ${commit:-$(git rev-parse --short HEAD)}.
+Each ratio is taken within one run, against its peer measured in the same
+run; the figures are medians over the runs, with the spread (min–max) in
+brackets. The system under test (edge-agent standalone, redis-server,
+cmd/floor) ran on core $SUT_CORE and the load generators (cmd/loadgen, $CONNS
+connections; redis-benchmark, 50 clients) on core $GEN_CORE, over loopback.
+
+$(awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { if (l + 0 > n + 0) printf "**The machine was busy** (load average %s on %s cores when the runs began): other work shared both cores, so the absolute figures are low and the ratios noisy. Re-measure on a quiet machine.\n", l, n }')
+
+| # | edgecount | peer in the same run | ratio | goal | |
+|---|---|---|---|---|---|
+| G1 | $(rate ec_incr100_ups) increments/s, 100 a request (JSON) | Redis \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1) | ≥ 1.0 JSON | $(met g1 '>=' 1.0) |${g1pb_row}
+| G2 | $(rate ec_incr1_ups) increments/s, 1 a request | Redis \`INCR\` $(rate redis_incr1)/s | $(stat g2) | ≥ 1.2 | $(met g2 '>=' 1.2) |
+| G3 | hot counter, 2 goroutines: $(stat g3_sharded2_ns) ns/add | one uncontended atomic add $(stat g3_atomic_ns) ns | $(stat g3) | ≥ 0.8 | $(met g3 '>=' 0.8) |
+| G4 | keyed add over 100 k keys: $(stat g4_counters_ns %.0f) ns | private map $(stat g4_private_ns %.0f) ns; \`sync.Map\` $(stat g4_syncmap_ns %.0f) ns | $(stat g4); $(stat g4_syncmap)× sync.Map | ≥ 0.7 every run; ≥ 1.5× | $(met g4 '>=' 0.7); $(met g4_syncmap '>=' 1.5) |
+| G5 | $(rate ec_get1_ups) counts/s, 1 a request | Redis \`GET\` $(rate redis_get1)/s | $(stat g5) | ≥ 1.2 | $(met g5 '>=' 1.2) |
+| G6 | $(rate ec_get16_ups) counts/s, 16 a request | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6) | ≥ 1.0 and ≥ 500 k/s | $(met g6 '>=' 1.0); $(met ec_get16_ups '>=' 500000) |${g6pb_row}
+| G10 | $(stat g10_increments %.0f) increments (at $(rate g10_incr_per_s)/s) over $(stat g10_rows %.0f) rows written, Zipf 1.0 over 10^6 items, 1 s flush, embedded store | — | $(stat g10 %.1f) increments per row | ≥ 10 | $(met g10 '>=' 10) |
+$(if grep -q '^g13_' "$work"/runs/*.kv; then
+		cat <<G13
+| G13 | durable (fsync) ingest: batched $(rate g13_batched_durable_per_s)/s, single $(rate g13_single_durable_per_s)/s | durability none: $(rate g13_batched_none_per_s)/s, $(rate g13_single_none_per_s)/s | $(stat g13_batched_ratio); $(stat g13_single_ratio) | ≥ 0.8 | $(met g13_batched_ratio '>=' 0.8); $(met g13_single_ratio '>=' 0.8) |
+| G13 | ack p99 the log adds ÷ a bare fsync p99 | — | $(stat g13_p99_ratio) | ≤ 2 | $(met g13_p99_ratio '<=' 2) |
+G13
+	else
+		echo "| G13 | not measured: scripts/bench-g13.sh was not there | | | ≥ 0.8; p99 ≤ 2 | |"
+	fi)
+
+## The floor
+
+\`cmd/floor\` answers every request with a fixed 200 from a bare read/write
+loop, pinned like the agent and driven by the same loadgen: no Go HTTP
+server can answer faster here. The agent's requests/s against it, same run:
+
+| request | floor requests/s | floor p50 | edgecount ÷ floor |
+|---|---|---|---|
+| one increment (floor: one count read) | $(rate floor_get1_rps) | $(stat floor_get1_p50_us %.0f) µs | $(stat g2_floor) |
+| one count read | $(rate floor_get1_rps) | $(stat floor_get1_p50_us %.0f) µs | $(stat g5_floor) |
+| 16 count reads | $(rate floor_get16_rps) | $(stat floor_get16_p50_us %.0f) µs | $(stat g6_floor) |
+| 100 increments (JSON) | $(rate floor_incr100_rps) | $(stat floor_incr100_p50_us %.0f) µs | $(stat g1_floor) |
+
+The floor answers one small request $(stat floor_get1_vs_redis)× as fast as Redis \`GET\`.
+
+## Machine
+
+- $(nproc) cores, $cpu; $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory
+- kernel $(uname -r); $(go version | cut -d' ' -f3-4); $(redis-server --version | cut -d' ' -f1-3)
+- load average (1, 5, 15 min) before: $load_before; after: $load_after
+
+## Reproduce
+
+    ./scripts/bench.sh            # 3 runs; writes BENCHMARKS.md
+    ./scripts/bench.sh -quick     # one short run, < 1 minute
+    ./scripts/bench.sh -report    # rewrite this file from the last runs
+    cat .cache/bench/runs/*.kv    # every figure of every run
+
+One load by hand: \`go build -o /tmp/loadgen ./cmd/loadgen && taskset -c 0 /tmp/loadgen -addr 127.0.0.1:18080 -mode get16 -duration 10s\`
+against \`taskset -c 1 edge-agent --data /tmp/d --http 127.0.0.1:18080\`.
+EOF
+} >"$OUT"
+echo
+cat "$OUT"
+echo "bench.sh: wrote $OUT"

@@ -1,34 +1,41 @@
 // Command loadgen drives an edge agent's HTTP API from loopback for a fixed
 // time and reports what it measured. It speaks HTTP/1.1 over raw keep-alive
-// connections with pre-built requests, so that the generator costs little
-// next to the system under test (pin the two to different cores, see
-// scripts/bench.sh).
+// connections and sends requests it built before the clock started (-pool
+// bytes of them per connection, sent in turn; -pool 0 builds each one when
+// it is sent, by appending into reused buffers, without allocating), so
+// that the generator costs little next to the system under test (pin the
+// two to different cores, see scripts/bench.sh).
 //
 //	loadgen -addr 127.0.0.1:8080 -mode incr100 -conns 32 -duration 10s
-//	loadgen -mode get16 -body protobuf -pipeline 8
+//	loadgen -mix incr=70,react=10,get=20 -zipf 1.0 -items 1000000 -rate 20000
 //
-// Modes: incr1 (one increment a request), incr100 (100 a request), get1
-// (one count a request), get16 (16 counts a request), react (toggle
-// reactions of distinct users). It prints one line of JSON:
-// {"mode","requests","units","seconds","requests_per_s","units_per_s","errors","dial_errors","p50_us","p99_us"}
-// where units are increments or counts.
+// Ops: incr1 (one increment a request), incr100 (100 a request), get1 (one
+// count a request), get16 (16 counts a request), react (a reaction of a
+// distinct user); incr, get and reaction are aliases. -mode OP is -mix OP.
+// Keys are uniform over -items, or Zipf with -zipf S (rank k drawn with
+// probability ∝ k^-S; item-0 is the hottest). -rate N sends N requests a
+// second in all on a fixed schedule and measures each latency from the
+// intended send time (no coordinated omission); without it each connection
+// sends as fast as it is answered. A progress line (rate, p50/p99, errors,
+// elapsed of total) goes to stderr when it is a terminal, or with -progress.
+//
+// The report (stdout) is one line of JSON by default (-report json):
+// {"mode","requests","units","seconds","requests_per_s","units_per_s",
+// "errors","p50_us","p99_us",...,"ops":{op:{...}}} where units are
+// increments or counts; -report md prints a markdown table row (-report
+// md-header the header above it). The target stays on loopback and a run
+// lasts at most 5 minutes.
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"math"
 	"net"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,263 +44,193 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
 }
 
-type result struct {
-	Mode        string  `json:"mode"`
-	Requests    int64   `json:"requests"`
-	Units       int64   `json:"units"`
-	Seconds     float64 `json:"seconds"`
-	RequestsPS  float64 `json:"requests_per_s"`
-	UnitsPS     float64 `json:"units_per_s"`
-	Errors      int64   `json:"errors"`
-	DialErrors  int64   `json:"dial_errors"`
-	P50Micros   int64   `json:"p50_us"`
-	P99Micros   int64   `json:"p99_us"`
-	FirstStatus string  `json:"first_error,omitempty"`
+const (
+	maxItems    = 10_000_000
+	maxDuration = 5 * time.Minute
+	maxRate     = 10_000_000
+)
+
+// options are the parsed, validated flags.
+type options struct {
+	addr     string
+	conns    int
+	duration time.Duration
+	items    int
+	zipf     float64
+	mix      mix
+	rate     float64 // requests/s in all; 0: flat out
+	progress bool
+	report   string // json, md or md-header
+	pool     int    // bytes of pre-built requests per connection; 0: build each when sent
+	keys     *keys
+
+	// Set by the wire flags (wire.go): the body format of batched requests
+	// and how many requests a connection writes before reading answers.
+	format   wireFormat
+	pipeline int
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// flagHooks let another file add flags: each registers its flags on the
+// set and returns a function that applies them to the options once parsed
+// (after the defaults are set), returning an error for a bad value.
+var flagHooks []func(fs *flag.FlagSet) func(*options) error
+
+func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "agent `host:port`")
-	mode := fs.String("mode", "incr100", "incr1, incr100, get1, get16 or react")
-	conns := fs.Int("conns", 32, "concurrent keep-alive connections")
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "agent `host:port` (loopback only)")
+	mode := fs.String("mode", "", "one op alone: incr1, incr100, get1, get16 or react (same as -mix OP)")
+	mixFlag := fs.String("mix", "", "weighted ops, e.g. `incr=70,react=10,get=20` (default incr100)")
+	conns := fs.Int("conns", 32, "concurrent keep-alive connections (1..1024)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to run (bounded: at most 5m)")
-	items := fs.Int("items", 10000, "distinct content ids")
-	pipeline := fs.Int("pipeline", 1, "requests written back to back before reading their answers, per connection (HTTP/1.1 pipelining)")
-	bodyFormat := fs.String("body", "json", "request bodies: json, or protobuf (incr1, incr100, get16)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	items := fs.Int("items", 10000, "distinct content ids (1..10^7)")
+	zipf := fs.Float64("zipf", 0, "Zipf exponent `S` of the keys (0: uniform)")
+	rate := fs.Float64("rate", 0, "requests/s in all, open loop on a fixed schedule (0: flat out)")
+	progress := fs.Bool("progress", false, "print the progress line even when stderr is not a terminal")
+	report := fs.String("report", "json", "final report: json, md (a markdown table row) or md-header")
+	pool := fs.Int("pool", 1<<20, "`bytes` of requests each connection builds before the run and sends in turn (0: build each request when it is sent: the exact key distribution, more generator CPU)")
+	var apply []func(*options) error
+	for _, h := range flagHooks {
+		apply = append(apply, h(fs))
 	}
-	if *duration <= 0 || *duration > 5*time.Minute {
-		return fmt.Errorf("duration %v: want (0, 5m]", *duration)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := &options{addr: *addr, conns: *conns, duration: *duration, items: *items, zipf: *zipf,
+		rate: *rate, progress: *progress || stderrTTY, report: *report, pool: *pool, format: wireFormats["json"], pipeline: 1}
+	var errs []string
+	if *duration <= 0 || *duration > maxDuration {
+		errs = append(errs, fmt.Sprintf("duration %v: want (0, 5m]", *duration))
 	}
 	if *conns < 1 || *conns > 1024 {
-		return fmt.Errorf("conns %d: want 1..1024", *conns)
+		errs = append(errs, fmt.Sprintf("conns %d: want 1..1024", *conns))
 	}
-	host, _, err := net.SplitHostPort(*addr)
-	if err != nil || !(host == "127.0.0.1" || host == "localhost" || host == "::1") {
-		return fmt.Errorf("addr %q: load stays on loopback", *addr)
+	if !loopback(*addr) {
+		errs = append(errs, fmt.Sprintf("addr %q: load stays on loopback (127.0.0.0/8, ::1, localhost)", *addr))
 	}
-	if *pipeline < 1 || *pipeline > 1024 {
-		return fmt.Errorf("pipeline %d: want 1..1024", *pipeline)
+	if math.IsNaN(*rate) || *rate < 0 || *rate > maxRate {
+		errs = append(errs, fmt.Sprintf("rate %v: want 0 (flat out) .. %d requests/s", *rate, maxRate))
+	} else if *rate > 0 && *rate < float64(*conns)/maxDuration.Seconds() {
+		errs = append(errs, fmt.Sprintf("rate %v: too low for %d connections", *rate, *conns))
 	}
-	builder := requestBuilder
-	switch *bodyFormat {
-	case "json":
-	case "protobuf":
-		builder = protobufBuilder
+	if *pool < 0 || *pool > 64<<20 {
+		errs = append(errs, fmt.Sprintf("pool %d: want 0..%d bytes", *pool, 64<<20))
+	}
+	switch *report {
+	case "json", "md", "md-header":
 	default:
-		return fmt.Errorf("body %q: want json or protobuf", *bodyFormat)
+		errs = append(errs, fmt.Sprintf("report %q: want json, md or md-header", *report))
 	}
-	build, units, err := builder(*mode, *addr, *items)
+	var err error
+	if o.keys, err = newKeys(*items, *zipf); err != nil {
+		errs = append(errs, err.Error())
+	}
+	switch {
+	case *mode != "" && *mixFlag != "":
+		errs = append(errs, "mode and mix: give one")
+	case *mode != "":
+		if _, ok := parseOp(*mode); !ok || strings.ContainsAny(*mode, ",=") {
+			errs = append(errs, fmt.Sprintf("mode %q: want incr1, incr100, get1, get16 or react", *mode))
+		} else {
+			o.mix, _ = parseMix(*mode)
+		}
+	default:
+		m := *mixFlag
+		if m == "" {
+			m = "incr100"
+		}
+		if o.mix, err = parseMix(m); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	for _, f := range apply {
+		if err := f(o); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if o.pipeline < 1 || o.pipeline > 1024 {
+		errs = append(errs, fmt.Sprintf("pipeline %d: want 1..1024", o.pipeline))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("bad flags: %s", strings.Join(errs, "; "))
+	}
+	return o, nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	tty := false
+	if f, ok := stderr.(*os.File); ok {
+		tty = isTerminal(f)
+	}
+	o, err := parseFlags(args, stderr, tty)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *duration)
+	if o.report == "md-header" {
+		_, err := io.WriteString(stdout, mdHeader)
+		return err
+	}
+	res := load(ctx, o, stderr, tty)
+	return writeReport(stdout, o, res)
+}
+
+// load runs the workers for o.duration and gathers what they measured.
+func load(ctx context.Context, o *options, stderr io.Writer, tty bool) *result {
+	workers := make([]*worker, o.conns)
+	for i := range workers {
+		workers[i] = newWorker(i, o)
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		mu        sync.Mutex
-		total     result
-		latencies []time.Duration
-		wg        sync.WaitGroup
-	)
 	start := time.Now()
-	for w := 0; w < *conns; w++ {
+	end := start.Add(o.duration)
+	var wg sync.WaitGroup
+	for _, w := range workers {
 		wg.Add(1)
-		go func(w int) {
+		go func() {
 			defer wg.Done()
-			var local result
-			lat := make([]time.Duration, 0, 1<<16)
-			rng := rand.New(rand.NewPCG(uint64(w), 42))
-			gen := func() []byte { return build(rng) }
-			var err error
-			if *pipeline > 1 {
-				err = pipelineWorker(ctx, *addr, *pipeline, gen, &local, &lat)
-			} else {
-				err = worker(ctx, *addr, gen, &local, &lat)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			total.Requests += local.Requests
-			total.Errors += local.Errors
-			total.DialErrors += local.DialErrors
-			if total.FirstStatus == "" {
-				total.FirstStatus = local.FirstStatus
-			}
-			if err != nil && total.FirstStatus == "" {
-				total.FirstStatus = err.Error()
-			}
-			latencies = append(latencies, lat...)
-		}(w)
+			w.run(ctx, start, end)
+		}()
+	}
+	done := make(chan struct{})
+	var pwg sync.WaitGroup
+	if o.progress {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			progressLoop(stderr, tty, workers, o, start, done)
+		}()
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
-	total.Mode = *mode
-	total.Seconds = secs
-	total.Units = (total.Requests - total.Errors) * int64(units)
-	total.RequestsPS = float64(total.Requests-total.Errors) / secs
-	total.UnitsPS = float64(total.Units) / secs
-	slices.Sort(latencies)
-	if n := len(latencies); n > 0 {
-		total.P50Micros = latencies[n/2].Microseconds()
-		total.P99Micros = latencies[n*99/100].Microseconds()
-	}
-	return json.NewEncoder(stdout).Encode(total)
-}
-
-// requestBuilder returns a function building one raw request, and how many
-// units (increments or counts) one request carries.
-func requestBuilder(mode, addr string, items int) (func(*rand.Rand) []byte, int, error) {
-	head := func(method, path string, body []byte) []byte {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, path, addr)
-		if body != nil {
-			fmt.Fprintf(&b, "Content-Type: application/json\r\nContent-Length: %d\r\n", len(body))
-		}
-		b.WriteString("\r\n")
-		b.Write(body)
-		return b.Bytes()
-	}
-	id := func(r *rand.Rand) string { return "item-" + strconv.Itoa(r.IntN(items)) }
-	switch mode {
-	case "incr1", "incr100":
-		n := 1
-		if mode == "incr100" {
-			n = 100
-		}
-		return func(r *rand.Rand) []byte {
-			var b strings.Builder
-			b.WriteString(`{"increments":[`)
-			for i := 0; i < n; i++ {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, `{"content_id":%q,"counter":"view","delta":1}`, id(r))
-			}
-			b.WriteString("]}")
-			return head("POST", "/v1/increments", []byte(b.String()))
-		}, n, nil
-	case "get1":
-		return func(r *rand.Rand) []byte { return head("GET", "/v1/counts/"+id(r), nil) }, 1, nil
-	case "get16":
-		return func(r *rand.Rand) []byte {
-			var b strings.Builder
-			b.WriteString("/v1/counts?")
-			for i := 0; i < 16; i++ {
-				if i > 0 {
-					b.WriteByte('&')
-				}
-				b.WriteString("content_id=" + id(r))
-			}
-			return head("GET", b.String(), nil)
-		}, 16, nil
-	case "react":
-		actions := []string{"like", "dislike", "none"}
-		return func(r *rand.Rand) []byte {
-			body := fmt.Sprintf(`{"user_id":"user-%d","content_id":%q,"action":%q}`, r.IntN(1<<30), id(r), actions[r.IntN(3)])
-			return head("POST", "/v1/reactions", []byte(body))
-		}, 1, nil
-	}
-	return nil, 0, fmt.Errorf("mode %q: want incr1, incr100, get1, get16 or react", mode)
-}
-
-// worker sends requests one after another on one connection until ctx ends.
-// Requests are built ahead (a ring of 64) so building costs nothing per send.
-func worker(ctx context.Context, addr string, build func() []byte, res *result, lat *[]time.Duration) error {
-	reqs := make([][]byte, 64)
-	for i := range reqs {
-		reqs[i] = build()
-	}
-	var conn net.Conn
-	var br *bufio.Reader
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
-	for i := 0; ctx.Err() == nil; i++ {
-		if conn == nil {
-			var err error
-			conn, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				// A busy server accepts late; a worker that gave up here
-				// would run the rest of the load with fewer connections.
-				res.DialErrors++
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			br = bufio.NewReaderSize(conn, 64<<10)
-		}
-		deadline, _ := ctx.Deadline()
-		conn.SetDeadline(deadline.Add(time.Second))
-		t0 := time.Now()
-		if _, err := conn.Write(reqs[i%len(reqs)]); err != nil {
-			conn.Close()
-			conn = nil
-			continue
-		}
-		status, err := readResponse(br)
-		if err != nil {
-			conn.Close()
-			conn = nil
-			if ctx.Err() != nil {
-				return nil
-			}
-			continue
-		}
-		*lat = append(*lat, time.Since(t0))
-		res.Requests++
-		if status >= 300 {
-			res.Errors++
-			if res.FirstStatus == "" {
-				res.FirstStatus = "HTTP " + strconv.Itoa(status)
-			}
-		}
-	}
-	return nil
-}
-
-// readResponse reads one HTTP/1.1 response with a Content-Length body and
-// returns its status.
-func readResponse(br *bufio.Reader) (int, error) {
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		return 0, err
-	}
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
-		return 0, errors.New("bad status line")
-	}
-	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return 0, err
-	}
-	length := -1
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return 0, err
-		}
-		if len(line) <= 2 {
-			break
-		}
-		if len(line) > 16 && bytes.EqualFold(line[:15], []byte("Content-Length:")) {
-			length, err = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
-			if err != nil {
-				return 0, err
-			}
-		}
-	}
-	if length < 0 {
-		return 0, errors.New("response without Content-Length")
-	}
-	_, err = br.Discard(length)
-	return status, err
+	elapsed := time.Since(start)
+	close(done)
+	pwg.Wait()
+	return gather(o, workers, elapsed)
 }

@@ -1,126 +1,70 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
+	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"strconv"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The -body and -pipeline flags: protobuf request bodies
-// (proto/edgecount/v1/edgecount.proto) and HTTP/1.1 pipelining.
+// (proto/edgecount/v1/edgecount.proto) and HTTP/1.1 pipelining (the worker
+// writes -pipeline requests before it reads their answers).
 
-// protobufBuilder is requestBuilder for -body protobuf: incr1 and incr100
-// post an IncrementsRequest, get16 posts a CountsRequest to POST /v1/counts.
-func protobufBuilder(mode, addr string, items int) (func(*rand.Rand) []byte, int, error) {
-	head := func(path string, body []byte) []byte {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n", path, addr, len(body))
-		b.Write(body)
-		return b.Bytes()
-	}
-	id := func(r *rand.Rand) string { return "item-" + strconv.Itoa(r.IntN(items)) }
-	switch mode {
-	case "incr1", "incr100":
-		n := 1
-		if mode == "incr100" {
-			n = 100
+func init() {
+	wireFormats["protobuf"] = protobufFormat{}
+	flagHooks = append(flagHooks, func(fs *flag.FlagSet) func(*options) error {
+		body := fs.String("body", "json", "body `format` of incr and get16: json or protobuf")
+		pipeline := fs.Int("pipeline", 1, "`N` requests written before their answers are read, per connection (HTTP/1.1 pipelining)")
+		return func(o *options) error {
+			f, ok := wireFormats[*body]
+			if !ok {
+				return fmt.Errorf("body %q: want json or protobuf", *body)
+			}
+			o.format, o.pipeline = f, *pipeline
+			return nil
 		}
-		return func(r *rand.Rand) []byte {
-			var body, inc []byte
-			for i := 0; i < n; i++ {
-				inc = protowire.AppendTag(inc[:0], 1, protowire.BytesType)
-				inc = protowire.AppendString(inc, id(r))
-				inc = protowire.AppendTag(inc, 2, protowire.BytesType)
-				inc = protowire.AppendString(inc, "view")
-				inc = protowire.AppendTag(inc, 3, protowire.VarintType)
-				inc = protowire.AppendVarint(inc, 1)
-				body = protowire.AppendTag(body, 1, protowire.BytesType)
-				body = protowire.AppendBytes(body, inc)
-			}
-			return head("/v1/increments", body)
-		}, n, nil
-	case "get16":
-		return func(r *rand.Rand) []byte {
-			var body []byte
-			for i := 0; i < 16; i++ {
-				body = protowire.AppendTag(body, 1, protowire.BytesType)
-				body = protowire.AppendString(body, id(r))
-			}
-			return head("/v1/counts", body)
-		}, 16, nil
-	}
-	return nil, 0, fmt.Errorf("mode %q with -body protobuf: want incr1, incr100 or get16", mode)
+	})
 }
 
-// pipelineWorker is worker with depth requests written back to back before
-// their depth answers are read, on one connection. Each request's latency
-// is that of its round (the write of the first to the read of the last).
-func pipelineWorker(ctx context.Context, addr string, depth int, build func() []byte, res *result, lat *[]time.Duration) error {
-	rounds := make([][]byte, 16)
-	for i := range rounds {
-		for j := 0; j < depth; j++ {
-			rounds[i] = append(rounds[i], build()...)
-		}
+// protobufFormat posts an IncrementsRequest to POST /v1/increments and a
+// CountsRequest to POST /v1/counts.
+type protobufFormat struct{}
+
+func (protobufFormat) appendIncrements(dst []byte, b *builder, ids []int) []byte {
+	body := b.scratch[:0]
+	var inc [64]byte
+	for _, k := range ids {
+		m := protowire.AppendTag(inc[:0], 1, protowire.BytesType)
+		m = protowire.AppendVarint(m, uint64(idLen(k)))
+		m = appendID(m, k)
+		m = protowire.AppendTag(m, 2, protowire.BytesType)
+		m = protowire.AppendString(m, "view")
+		m = protowire.AppendTag(m, 3, protowire.VarintType)
+		m = protowire.AppendVarint(m, 1)
+		body = protowire.AppendTag(body, 1, protowire.BytesType)
+		body = protowire.AppendBytes(body, m)
 	}
-	var conn net.Conn
-	var br *bufio.Reader
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
-	for i := 0; ctx.Err() == nil; i++ {
-		if conn == nil {
-			var err error
-			conn, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			br = bufio.NewReaderSize(conn, 256<<10)
-		}
-		deadline, _ := ctx.Deadline()
-		conn.SetDeadline(deadline.Add(time.Second))
-		t0 := time.Now()
-		if _, err := conn.Write(rounds[i%len(rounds)]); err != nil {
-			conn.Close()
-			conn = nil
-			continue
-		}
-		for j := 0; j < depth; j++ {
-			status, err := readResponse(br)
-			if err != nil {
-				conn.Close()
-				conn = nil
-				break
-			}
-			res.Requests++
-			if status >= 300 {
-				res.Errors++
-				if res.FirstStatus == "" {
-					res.FirstStatus = "HTTP " + strconv.Itoa(status)
-				}
-			}
-		}
-		if conn == nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			continue
-		}
-		d := time.Since(t0)
-		for j := 0; j < depth; j++ {
-			*lat = append(*lat, d)
-		}
+	b.scratch = body
+	return b.appendRequest(dst, "POST", []byte("/v1/increments"), "application/x-protobuf", body)
+}
+
+func (protobufFormat) appendCounts(dst []byte, b *builder, ids []int) []byte {
+	body := b.scratch[:0]
+	for _, k := range ids {
+		body = protowire.AppendTag(body, 1, protowire.BytesType)
+		body = protowire.AppendVarint(body, uint64(idLen(k)))
+		body = appendID(body, k)
 	}
-	return nil
+	b.scratch = body
+	return b.appendRequest(dst, "POST", []byte("/v1/counts"), "application/x-protobuf", body)
+}
+
+// idLen is the length of appendID's id of k.
+func idLen(k int) int {
+	n := len("item-") + 1
+	for ; k >= 10; k /= 10 {
+		n++
+	}
+	return n
 }
