@@ -22,7 +22,7 @@ const (
 	coalesceItems      = 1_000_000
 	coalesceAgents     = 4
 	coalesceRate       = 500_000 // per agent and second: 2 M/s in all
-	coalesceSeconds    = 16
+	coalesceSeconds    = 8
 	coalescePartitions = 16
 )
 
@@ -83,7 +83,7 @@ func coalesceStream(b *testing.B) ([][]byte, int64) {
 //	go test -run '^$' -bench Coalesce -benchtime 1x ./rollup/
 func BenchmarkCoalesce(b *testing.B) {
 	msgs, incs := coalesceStream(b)
-	for _, batch := range []int{1, 4, 16, 64} {
+	for _, batch := range []int{1, 4, 16, 32} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			var rows, writes uint64
 			var took time.Duration
