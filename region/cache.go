@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/edgecount/edgecount/engagement"
 )
 
@@ -13,9 +15,13 @@ import (
 // store returned, updated by the rows the rollup pushes (Agent.ApplyRows).
 // See docs/read-cache.md.
 //
-// A read (get) takes no lock: one lookup in a sync.Map, whose reads are
-// lock-free, and one atomic load of the entry's value; it allocates
-// nothing. Values are immutable: a push or a store read makes a new one
+// A read (get) of a warm item takes no lock: one lookup in its shard's
+// read-only map (an atomic pointer to a map never modified once stored)
+// and one atomic load of the entry's value; it allocates nothing. Items
+// made warm since the shard's last promotion sit in a small map under the
+// shard's mutex until the next one (when it reaches 1/8 of the read-only
+// map), so a read of one of those takes that mutex, which only inserts and
+// sweeps share. Values are immutable: a push or a store read makes a new one
 // and swaps it in (compare-and-swap), so rows handed out are shared and
 // must not be modified. A nil rows slice is a cached "no rows yet".
 //
@@ -25,14 +31,77 @@ import (
 // So a warm item is never staler than ttl plus a store read, even if
 // every push is lost.
 type statsCache struct {
-	ttl   time.Duration
-	limit int // entries kept at most, give or take a sweep
-	m     sync.Map
-	n     atomic.Int64 // entries in m
+	ttl    time.Duration
+	limit  int // entries kept at most, give or take a sweep
+	shards [cacheShards]cacheShard
+	n      atomic.Int64 // entries in every shard
 	// sweeping is held by the one goroutine that evicts.
 	sweeping sync.Mutex
 
 	pushRows, pushApplied, evicted atomic.Uint64
+}
+
+const cacheShards = 64
+
+type cacheShard struct {
+	ro atomic.Pointer[map[string]*cacheEntry] // never modified once stored
+	mu sync.Mutex
+	// dirty holds the entries added since ro was last replaced.
+	dirty map[string]*cacheEntry
+	_     [32]byte // keep neighbouring shards off one cache line
+}
+
+func (c *statsCache) shard(id string) *cacheShard {
+	return &c.shards[xxhash.Sum64String(id)%cacheShards]
+}
+
+// lookup returns the entry of id.
+func (c *statsCache) lookup(id string) (*cacheEntry, bool) {
+	s := c.shard(id)
+	if e, ok := (*s.ro.Load())[id]; ok {
+		return e, true
+	}
+	s.mu.Lock()
+	e, ok := s.dirty[id]
+	s.mu.Unlock()
+	return e, ok
+}
+
+// insert adds e as id's entry unless id has one, and returns the entry.
+func (c *statsCache) insert(id string, e *cacheEntry) (*cacheEntry, bool) {
+	s := c.shard(id)
+	s.mu.Lock()
+	ro := *s.ro.Load()
+	if old, ok := ro[id]; ok {
+		s.mu.Unlock()
+		return old, false
+	}
+	if old, ok := s.dirty[id]; ok {
+		s.mu.Unlock()
+		return old, false
+	}
+	if s.dirty == nil {
+		s.dirty = make(map[string]*cacheEntry)
+	}
+	s.dirty[strings.Clone(id)] = e
+	if len(s.dirty) >= max(16, len(ro)/8) {
+		s.promote(ro)
+	}
+	s.mu.Unlock()
+	return e, true
+}
+
+// promote replaces ro with ro and the dirty entries. s.mu is held.
+func (s *cacheShard) promote(ro map[string]*cacheEntry) {
+	next := make(map[string]*cacheEntry, len(ro)+len(s.dirty))
+	for k, e := range ro {
+		next[k] = e
+	}
+	for k, e := range s.dirty {
+		next[k] = e
+	}
+	s.ro.Store(&next)
+	s.dirty = nil
 }
 
 // cacheEntry is one warm item.
@@ -52,7 +121,12 @@ type cacheValue struct {
 }
 
 func newStatsCache(entries int, ttl time.Duration) *statsCache {
-	return &statsCache{ttl: ttl, limit: max(1, entries)}
+	c := &statsCache{ttl: ttl, limit: max(1, entries)}
+	for i := range c.shards {
+		empty := map[string]*cacheEntry{}
+		c.shards[i].ro.Store(&empty)
+	}
+	return c
 }
 
 // get returns the rows of id if its last store read is younger than ttl.
@@ -60,11 +134,10 @@ func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, bool) {
 	if c.ttl == 0 {
 		return nil, false
 	}
-	x, ok := c.m.Load(id)
+	e, ok := c.lookup(id)
 	if !ok {
 		return nil, false
 	}
-	e := x.(*cacheEntry)
 	v := e.v.Load()
 	if v.loaded == 0 || now.UnixNano()-v.loaded >= int64(c.ttl) {
 		return nil, false
@@ -82,13 +155,13 @@ func (c *statsCache) expect(id string) {
 	if c.ttl == 0 {
 		return
 	}
-	if _, ok := c.m.Load(id); ok {
+	if _, ok := c.lookup(id); ok {
 		return
 	}
 	e := new(cacheEntry)
 	e.v.Store(&cacheValue{})
 	e.read.Store(true)
-	if _, loaded := c.m.LoadOrStore(strings.Clone(id), e); !loaded {
+	if _, added := c.insert(id, e); added {
 		if c.n.Add(1) > int64(c.limit) {
 			c.sweep()
 		}
@@ -103,11 +176,10 @@ func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time) []
 		return rows
 	}
 	c.expect(id)
-	x, ok := c.m.Load(id)
+	e, ok := c.lookup(id)
 	if !ok {
 		return rows // evicted meanwhile
 	}
-	e := x.(*cacheEntry)
 	for {
 		old := e.v.Load()
 		merged, _ := mergeRows(old.rows, rows)
@@ -128,8 +200,7 @@ func (c *statsCache) push(rows []engagement.Stats) int {
 		for j < len(rows) && rows[j].ContentID == rows[i].ContentID {
 			j++
 		}
-		if x, ok := c.m.Load(rows[i].ContentID); ok {
-			e := x.(*cacheEntry)
+		if e, ok := c.lookup(rows[i].ContentID); ok {
 			for {
 				old := e.v.Load()
 				merged, n := mergeRows(old.rows, rows[i:j])
@@ -199,17 +270,23 @@ func (c *statsCache) sweep() {
 	defer c.sweeping.Unlock()
 	target := int64(c.limit) * 9 / 10
 	for pass := 0; pass < 2 && c.n.Load() > target; pass++ {
-		c.m.Range(func(k, x any) bool {
-			e := x.(*cacheEntry)
-			if pass == 0 && e.read.Swap(false) {
-				return true
-			}
-			if c.m.CompareAndDelete(k, x) {
+		for i := range c.shards {
+			s := &c.shards[i]
+			s.mu.Lock()
+			s.promote(*s.ro.Load())
+			next := *s.ro.Load()
+			kept := make(map[string]*cacheEntry, len(next))
+			for k, e := range next {
+				if (pass == 0 && e.read.Swap(false)) || c.n.Load() <= target {
+					kept[k] = e
+					continue
+				}
 				c.n.Add(-1)
 				c.evicted.Add(1)
 			}
-			return c.n.Load() > target
-		})
+			s.ro.Store(&kept)
+			s.mu.Unlock()
+		}
 	}
 }
 
