@@ -122,8 +122,8 @@ type ConsumerConfig struct {
 	// Batch is the most messages of a partition handed to a handler at
 	// once, and the durable consumers' MaxAckPending (0 means 1: one
 	// message at a time). A batch holds what the broker has ready, up to
-	// Batch: after the first message the consumer waits at most BatchWait
-	// for more. At most 1000. Every consumer of a durable consumer must
+	// Batch: when the first message says more wait behind it, the
+	// consumer pulls them, waiting at most BatchWait. At most 1000. Every consumer of a durable consumer must
 	// use the same Batch.
 	Batch int
 	// BatchWait is how long the consumer waits for more messages after
@@ -610,7 +610,17 @@ func (c *Consumer) more(cons jetstream.Consumer, opts fetchOpts, n int, wait tim
 // order. Later batches of the same goroutine follow the last one.
 func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, ps *partState, cons jetstream.Consumer, opts fetchOpts,
 	first jetstream.Msg, sent time.Time, h BatchHandler) {
-	raw := append([]jetstream.Msg{first}, c.more(cons, opts, c.cfg.batch()-1, c.cfg.BatchWait)...)
+	raw := []jetstream.Msg{first}
+	if n := c.cfg.batch() - 1; n > 0 {
+		// The broker says how many messages wait behind this one: none,
+		// and the batch is this one alone, without another round trip.
+		if meta, err := first.Metadata(); err != nil || meta.NumPending > 0 {
+			if err == nil {
+				n = int(min(uint64(n), meta.NumPending))
+			}
+			raw = append(raw, c.more(cons, opts, n, c.cfg.BatchWait)...)
+		}
+	}
 	var held []jetstream.Msg
 	var batch []BatchMsg
 	keep := func(msgs []jetstream.Msg) []jetstream.Msg {
