@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,42 @@ import (
 // runs on its partition's goroutine, one message at a time, and should
 // return promptly when ctx is done. It may keep data.
 type Handler func(ctx context.Context, streamSeq uint64, data []byte) error
+
+// BatchMsg is one message of a batch handed to a BatchHandler: its stream
+// sequence and body, and Err, which the handler sets to a permanent error
+// (see IsPermanent) for a message that can never be applied.
+type BatchMsg struct {
+	Seq  uint64
+	Data []byte
+	Err  error
+}
+
+// BatchHandler applies consecutive messages of one partition at once, in
+// stream order: every message the partition's consumer has delivered and
+// not yet had acknowledged (ConsumerConfig.Batch at most). A nil return
+// acknowledges every message, except those whose Err the handler set to a
+// permanent error: they are terminated. A non-nil error acknowledges none
+// and the same batch, possibly with more messages after it, is handed
+// again after a backoff (a permanent one terminates every message). It
+// runs on its partition's goroutine, one batch at a time, may keep data,
+// and should return promptly when ctx is done.
+type BatchHandler func(ctx context.Context, msgs []BatchMsg) error
+
+// single applies a batch one message at a time with h.
+func single(h Handler) BatchHandler {
+	return func(ctx context.Context, msgs []BatchMsg) error {
+		for i := range msgs {
+			msgs[i].Err = nil
+			if err := h(ctx, msgs[i].Seq, msgs[i].Data); err != nil {
+				if !IsPermanent(err) {
+					return err
+				}
+				msgs[i].Err = err
+			}
+		}
+		return nil
+	}
+}
 
 // Permanent marks a handler error as permanent: the message can never be
 // applied (a poison message). The consumer terminates it — the broker never
@@ -82,6 +119,16 @@ type ConsumerConfig struct {
 	// RetryMin and RetryMax bound the exponential backoff between attempts
 	// of a failing handler, and between failing fetches (default 50ms..5s).
 	RetryMin, RetryMax time.Duration
+	// Batch is the most messages of a partition handed to a handler at
+	// once, and the durable consumers' MaxAckPending (0 means 1: one
+	// message at a time). A batch holds what the broker has ready, up to
+	// Batch: when the first message says more wait behind it, the
+	// consumer pulls them, waiting at most BatchWait. At most 1000. Every consumer of a durable consumer must
+	// use the same Batch.
+	Batch int
+	// BatchWait is how long the consumer waits for more messages after
+	// the first of a batch (default 2ms; only with Batch above 1).
+	BatchWait time.Duration
 	// Logger receives warnings (retries, poison messages); nil discards.
 	Logger *slog.Logger
 }
@@ -89,11 +136,12 @@ type ConsumerConfig struct {
 // DefaultConsumerConfig returns the default consumer configuration.
 func DefaultConsumerConfig() ConsumerConfig {
 	return ConsumerConfig{
-		Stream:   DefaultStreamConfig(),
-		Durable:  "rollup",
-		AckWait:  30 * time.Second,
-		RetryMin: 50 * time.Millisecond,
-		RetryMax: 5 * time.Second,
+		Stream:    DefaultStreamConfig(),
+		Durable:   "rollup",
+		AckWait:   30 * time.Second,
+		RetryMin:  50 * time.Millisecond,
+		RetryMax:  5 * time.Second,
+		BatchWait: 2 * time.Millisecond,
 	}
 }
 
@@ -114,11 +162,23 @@ func (c ConsumerConfig) Validate() error {
 	if c.AckWait < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("ack wait %s is shorter than 100ms", c.AckWait))
 	}
+	if c.Batch < 0 || c.Batch > maxBatch {
+		errs = append(errs, fmt.Errorf("batch %d is not in 0..%d", c.Batch, maxBatch))
+	}
+	if c.BatchWait < 0 || c.BatchWait >= pullWait {
+		errs = append(errs, fmt.Errorf("batch wait %s is not in [0, %s)", c.BatchWait, pullWait))
+	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("retry backoff %s..%s is not a range", c.RetryMin, c.RetryMax))
 	}
 	return errors.Join(errs...)
 }
+
+// maxBatch bounds ConsumerConfig.Batch.
+const maxBatch = 1000
+
+// batch is the most messages handed to the handler at once.
+func (c ConsumerConfig) batch() int { return max(c.Batch, 1) }
 
 // ConsumerStats are a consumer's counters since it was created.
 type ConsumerStats struct {
@@ -137,6 +197,13 @@ type ConsumerStats struct {
 	AckErrors uint64
 	// FetchErrors counts failed fetches (other than "no message yet").
 	FetchErrors uint64
+	// Batches counts batches handed to the handler and acknowledged
+	// (Batch above 1).
+	Batches uint64
+	// HeldBack counts batches a consumer taking over a partition held
+	// back until the messages its predecessor had not acknowledged came
+	// again (Batch above 1).
+	HeldBack uint64
 	// ConsumersRecreated counts durable consumers created again after the
 	// broker lost them (a restart without its store, or a deletion).
 	ConsumersRecreated uint64
@@ -156,6 +223,7 @@ type Consumer struct {
 	pinned *pinnedPolicy
 
 	applied, retries, terminated, redelivered, ackErrors, fetchErrors atomic.Uint64
+	batches, heldBack                                                 atomic.Uint64
 	consumersRecreated, streamsRecreated                              atomic.Uint64
 	// seen is the highest stream sequence delivered: a stream created
 	// again starts above it.
@@ -190,6 +258,8 @@ func (c *Consumer) Stats() ConsumerStats {
 		Redelivered: c.redelivered.Load(),
 		AckErrors:   c.ackErrors.Load(),
 		FetchErrors: c.fetchErrors.Load(),
+		Batches:     c.batches.Load(),
+		HeldBack:    c.heldBack.Load(),
 
 		ConsumersRecreated: c.consumersRecreated.Load(),
 		StreamsRecreated:   c.streamsRecreated.Load(),
@@ -202,6 +272,14 @@ func (c *Consumer) Stats() ConsumerStats {
 // cancelled, an error when the consumers cannot be set up or the connection
 // was closed. Transient broker errors are retried with backoff and logged.
 func (c *Consumer) Run(ctx context.Context, partitions []uint32, h Handler) error {
+	if h == nil {
+		return errors.New("cannot run consumer: handler is nil")
+	}
+	return c.RunBatch(ctx, partitions, single(h))
+}
+
+// RunBatch is Run with a handler of batches (see ConsumerConfig.Batch).
+func (c *Consumer) RunBatch(ctx context.Context, partitions []uint32, h BatchHandler) error {
 	if err := c.cfg.Validate(); err != nil {
 		return fmt.Errorf("cannot run consumer: %w", err)
 	}
@@ -304,7 +382,10 @@ func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, er
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.cfg.AckWait,
 		MaxDeliver:    -1,
-		MaxAckPending: 1, // strict order: k+1 is not delivered before k is acked
+		// Strict order: with 1, k+1 is not delivered before k is acked;
+		// with more, a batch is applied only once the consumer holds
+		// every message delivered and not acknowledged (see handle).
+		MaxAckPending: c.cfg.batch(),
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 	}
 	if c.pinned != nil {
@@ -321,18 +402,19 @@ func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, er
 
 // runPartition fetches and handles one partition's messages until ctx is
 // done. It returns an error only when the connection was closed.
-func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, h Handler) error {
+func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, h BatchHandler) error {
 	log := c.log.With("partition", p, "consumer", c.Name(p))
 	keep := &keepAlive{log: log}
 	defer background(ctx, func(ctx context.Context) { every(ctx, c.cfg.AckWait/3, keep.signal) })()
 
+	var ps partState
 	failures, ok := 0, false
 	for ctx.Err() == nil {
 		msg, err := c.next(ctx, cons)
 		switch {
 		case err == nil:
 			failures = fetchRecovered(log, failures)
-			c.handle(ctx, log, keep, msg, time.Time{}, h)
+			c.handle(ctx, log, keep, &ps, cons, nil, msg, time.Time{}, h)
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -460,46 +542,123 @@ func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok
 	return meta.Sequence.Stream, true
 }
 
-// A keeper keeps the message being handled from being delivered elsewhere
-// while the handler works on it: the plain consumer's progress signals
-// (keepAlive), or a group member's lease, which also fences the member off
-// the message once another member may have it.
+// A keeper keeps the messages being handled from being delivered
+// elsewhere while the handler works on them: the plain consumer's progress
+// signals (keepAlive), or a group member's lease, which also fences the
+// member off the messages once another member may have them.
 type keeper interface {
-	// start keeps msg, pulled with a request sent at sent.
-	start(msg jetstream.Msg, sent time.Time)
-	// stop ends keeping the message: no progress signal is sent for it
+	// start keeps msgs, the first of them pulled with a request sent at
+	// sent.
+	start(msgs []jetstream.Msg, sent time.Time)
+	// add keeps msgs too, pulled after those given to start with a
+	// request sent at sent.
+	add(msgs []jetstream.Msg, sent time.Time)
+	// stop ends keeping the messages: no progress signal is sent for them
 	// after stop returns, except one already on its way. It may be called
 	// more than once.
 	stop()
 	// attempt returns the context of the next handler attempt, or false
-	// when the member may no longer act on the message.
+	// when the member may no longer act on the messages.
 	attempt(ctx context.Context) (context.Context, context.CancelFunc, bool)
-	// holds reports whether the member still holds the message after an
+	// holds reports whether the member still holds the messages after an
 	// attempt returned.
 	holds() bool
 }
 
-// handle applies one message: retry until success, a permanent error, ctx
-// done or the keeper fences the message off. A message fenced off is
-// neither acknowledged nor handed back: the broker has delivered it, or
+// partState is what a partition's goroutine knows between batches.
+type partState struct {
+	// whole: every message of the partition delivered and not
+	// acknowledged was in the last batch handled, so the next one, pulled
+	// by the same goroutine, follows it. False at start, after a change of
+	// pin and after a batch was given up (with Batch above 1).
+	whole bool
+}
+
+// fetchOpts are the options of one pull besides its count and wait.
+type fetchOpts []jetstream.FetchOpt
+
+// more pulls up to n more messages the broker has ready, waiting at most
+// wait for them.
+func (c *Consumer) more(cons jetstream.Consumer, opts fetchOpts, n int, wait time.Duration) []jetstream.Msg {
+	if n <= 0 {
+		return nil
+	}
+	batch, err := cons.Fetch(n, append([]jetstream.FetchOpt{jetstream.FetchMaxWait(max(wait, time.Millisecond))}, opts...)...)
+	if err != nil {
+		return nil
+	}
+	var out []jetstream.Msg
+	for m := range batch.Messages() {
+		out = append(out, m)
+	}
+	return out
+}
+
+// handle applies the batch that begins with first: the messages the broker
+// has ready after it (Batch at most), retried until success, a permanent
+// error, ctx done or the keeper fences them off. Messages fenced off are
+// neither acknowledged nor handed back: the broker has delivered them, or
 // will, to the member the partition is pinned to.
-func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, msg jetstream.Msg, sent time.Time, h Handler) {
-	seq, ok := c.sequence(log, msg)
-	if !ok {
+//
+// With Batch above 1 the broker may deliver later messages of a partition
+// while earlier ones are still out (with a consumer that died, or lost its
+// pin, holding them), and a row that took a later message would skip an
+// earlier one. So a batch is applied only once it holds every message the
+// durable consumer has delivered and not had acknowledged: on taking a
+// partition over, the consumer keeps pulling, keeping what it got, until
+// those come again (after AckWait), then applies everything in stream
+// order. Later batches of the same goroutine follow the last one.
+func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, ps *partState, cons jetstream.Consumer, opts fetchOpts,
+	first jetstream.Msg, sent time.Time, h BatchHandler) {
+	raw := []jetstream.Msg{first}
+	if n := c.cfg.batch() - 1; n > 0 {
+		// The broker says how many messages wait behind this one: none,
+		// and the batch is this one alone, without another round trip.
+		if meta, err := first.Metadata(); err != nil || meta.NumPending > 0 {
+			if err == nil {
+				n = int(min(uint64(n), meta.NumPending))
+			}
+			raw = append(raw, c.more(cons, opts, n, c.cfg.BatchWait)...)
+		}
+	}
+	var held []jetstream.Msg
+	var batch []BatchMsg
+	keep := func(msgs []jetstream.Msg) []jetstream.Msg {
+		var kept []jetstream.Msg
+		for _, m := range msgs {
+			if seq, ok := c.sequence(log, m); ok {
+				kept = append(kept, m)
+				batch = append(batch, BatchMsg{Seq: seq, Data: m.Data()})
+			}
+		}
+		held = append(held, kept...)
+		return kept
+	}
+	keep(raw)
+	if len(held) == 0 {
 		return
 	}
-	k.start(msg, sent)
+	k.start(held, sent)
 	defer k.stop()
+	if c.cfg.batch() > 1 && !ps.whole {
+		if !c.gather(ctx, log, k, cons, opts, &held, keep) {
+			return
+		}
+		ps.whole = true
+		sort.Sort(byStreamSeq{held, batch})
+	}
 	for attempt := 1; ; attempt++ {
 		actx, cancel, ok := k.attempt(ctx)
 		if !ok {
-			c.giveUp(log, seq, attempt)
+			ps.whole = false
+			c.giveUp(log, batch[0].Seq, attempt)
 			return
 		}
-		err := h(actx, seq, msg.Data())
+		err := h(actx, batch)
 		cancel()
 		if !k.holds() {
-			c.giveUp(log, seq, attempt)
+			ps.whole = false
+			c.giveUp(log, batch[0].Seq, attempt)
 			return
 		}
 		if err == nil {
@@ -507,32 +666,109 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, msg j
 		}
 		if IsPermanent(err) {
 			k.stop()
-			c.terminated.Add(1)
-			log.Error("poison message terminated", "seq", seq, "err", err)
-			if err := msg.TermWithReason("permanent handler error"); err != nil {
-				log.Warn("cannot terminate message", "seq", seq, "err", err)
+			for i, m := range held {
+				c.terminated.Add(1)
+				log.Error("poison message terminated", "seq", batch[i].Seq, "err", err)
+				if err := m.TermWithReason("permanent handler error"); err != nil {
+					log.Warn("cannot terminate message", "seq", batch[i].Seq, "err", err)
+				}
 			}
 			return
 		}
-		if ctx.Err() != nil || !c.retryWait(ctx, log, seq, attempt, err) {
-			// Stopping: hand the message back so whoever runs the
-			// partition next gets it at once rather than after AckWait.
+		if ctx.Err() != nil || !c.retryWait(ctx, log, batch[0].Seq, attempt, err) {
+			// Stopping: hand the messages back so whoever runs the
+			// partition next gets them at once rather than after AckWait.
 			k.stop()
-			if err := msg.Nak(); err != nil {
-				log.Debug("cannot nak message on stop", "seq", seq, "err", err)
+			ps.whole = false
+			for i, m := range held {
+				if err := m.Nak(); err != nil {
+					log.Debug("cannot nak message on stop", "seq", batch[i].Seq, "err", err)
+				}
 			}
 			return
 		}
 	}
 	k.stop()
-	c.applied.Add(1)
-	// Ack even when ctx is done: the message was applied.
+	if c.cfg.batch() > 1 {
+		c.batches.Add(1)
+	}
+	// Ack even when ctx is done: the messages were applied. The last ack
+	// is confirmed, the others sent before it on the same connection; an
+	// ack that is lost makes its message come again, and it is skipped.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AckWait)
 	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		c.ackErrors.Add(1)
-		log.Warn("cannot ack applied message; it will be delivered again", "seq", seq, "err", err)
+	for i, m := range held {
+		if IsPermanent(batch[i].Err) {
+			c.terminated.Add(1)
+			log.Error("poison message terminated", "seq", batch[i].Seq, "err", batch[i].Err)
+			if err := m.TermWithReason("permanent handler error"); err != nil {
+				log.Warn("cannot terminate message", "seq", batch[i].Seq, "err", err)
+			}
+			continue
+		}
+		c.applied.Add(1)
+		var err error
+		if i < len(held)-1 {
+			err = m.Ack()
+		} else {
+			err = m.DoubleAck(actx)
+		}
+		if err != nil {
+			c.ackErrors.Add(1)
+			log.Warn("cannot ack applied message; it will be delivered again", "seq", batch[i].Seq, "err", err)
+		}
 	}
+}
+
+// gather pulls until the consumer holds every message its durable consumer
+// has delivered and not had acknowledged, keeping the messages alive. It
+// is false when ctx ended or the keeper fenced the messages off first.
+func (c *Consumer) gather(ctx context.Context, log *slog.Logger, k keeper, cons jetstream.Consumer, opts fetchOpts,
+	held *[]jetstream.Msg, keep func([]jetstream.Msg) []jetstream.Msg) bool {
+	warned := false
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil || !k.holds() {
+			return false
+		}
+		ictx, cancel := context.WithTimeout(ctx, c.cfg.AckWait/3)
+		info, err := cons.Info(ictx)
+		cancel()
+		switch {
+		case err != nil:
+			if logAttempt(attempt) {
+				log.Warn("cannot read the consumer's pending messages, retrying", "attempt", attempt, "err", err)
+			}
+			if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, attempt)) {
+				return false
+			}
+			continue
+		case info.NumAckPending <= len(*held):
+			return true
+		}
+		if !warned {
+			warned = true
+			c.heldBack.Add(1)
+			log.Info("holding a batch back until the messages a previous consumer left unacknowledged come again",
+				"held", len(*held), "unacknowledged", info.NumAckPending, "within", c.cfg.AckWait)
+		}
+		sent := time.Now()
+		if got := keep(c.more(cons, opts, c.cfg.batch()-len(*held), min(time.Second, c.cfg.AckWait/3))); len(got) > 0 {
+			k.add(got, sent)
+		}
+	}
+}
+
+// byStreamSeq sorts a batch and its messages by stream sequence.
+type byStreamSeq struct {
+	msgs  []jetstream.Msg
+	batch []BatchMsg
+}
+
+func (b byStreamSeq) Len() int           { return len(b.msgs) }
+func (b byStreamSeq) Less(i, j int) bool { return b.batch[i].Seq < b.batch[j].Seq }
+func (b byStreamSeq) Swap(i, j int) {
+	b.msgs[i], b.msgs[j] = b.msgs[j], b.msgs[i]
+	b.batch[i], b.batch[j] = b.batch[j], b.batch[i]
 }
 
 // giveUp counts and logs a message fenced off before its handler finished.
@@ -587,19 +823,25 @@ func (c *Consumer) Pending(ctx context.Context, partitions []uint32) (uint64, er
 	return total, nil
 }
 
-// keepAlive sends a progress signal for the message being handled, so the
-// broker does not deliver it again while a slow or failing handler works on
-// it. set and the signal are serialized: after set(nil) returns no signal is
-// sent for the previous message.
+// keepAlive sends a progress signal for the messages being handled, so
+// the broker does not deliver them again while a slow or failing handler
+// works on them. set and the signal are serialized: after set(nil)
+// returns no signal is sent for the previous messages.
 type keepAlive struct {
 	log *slog.Logger
 
-	mu  sync.Mutex
-	msg jetstream.Msg
+	mu   sync.Mutex
+	msgs []jetstream.Msg
 }
 
-func (k *keepAlive) start(m jetstream.Msg, _ time.Time) { k.set(m) }
-func (k *keepAlive) stop()                              { k.set(nil) }
+func (k *keepAlive) start(m []jetstream.Msg, _ time.Time) { k.set(slices.Clone(m)) }
+func (k *keepAlive) stop()                                { k.set(nil) }
+
+func (k *keepAlive) add(m []jetstream.Msg, _ time.Time) {
+	k.mu.Lock()
+	k.msgs = append(k.msgs, m...)
+	k.mu.Unlock()
+}
 
 // attempt never fences: a plain consumer owns its partitions.
 func (k *keepAlive) attempt(ctx context.Context) (context.Context, context.CancelFunc, bool) {
@@ -607,18 +849,18 @@ func (k *keepAlive) attempt(ctx context.Context) (context.Context, context.Cance
 }
 func (k *keepAlive) holds() bool { return true }
 
-func (k *keepAlive) set(m jetstream.Msg) {
+func (k *keepAlive) set(m []jetstream.Msg) {
 	k.mu.Lock()
-	k.msg = m
+	k.msgs = m
 	k.mu.Unlock()
 }
 
-// signal sends a progress signal for the message being handled, if any.
+// signal sends a progress signal for the messages being handled, if any.
 func (k *keepAlive) signal() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.msg != nil {
-		if err := k.msg.InProgress(); err != nil {
+	for _, m := range k.msgs {
+		if err := m.InProgress(); err != nil {
 			k.log.Debug("cannot signal progress", "err", err)
 		}
 	}

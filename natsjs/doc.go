@@ -3,16 +3,18 @@
 // stream that carries partial sums (one subject per partition, work-queue
 // retention), a publisher for the edge agents, an ordered per-partition
 // Consumer for the rollup, and a GroupConsumer that shares the partitions
-// among several rollup processes. It is the only package that imports
+// among several rollup processes, and the row pushes that keep the agents'
+// read caches fresh (rows.go). It is the only package that imports
 // nats.go and nats-server.
 //
 // Invariants:
 //   - A publish returns only once the broker stored the message (the
 //     embedded server syncs every write; an external one must be set up so).
-//   - Messages of a partition reach the Handler in stream order, one at a
-//     time (MaxAckPending 1): message k+1 is never handled before k
-//     succeeded or failed permanently (Permanent, or an error in its chain
-//     with a Permanent() bool method reporting true); other errors retry.
+//   - Messages of a partition reach the handler in stream order: one at a
+//     time (Batch 1, MaxAckPending 1), or in batches (Batch up to 1000)
+//     that hold every message the durable consumer has out, so that k+1
+//     is never handled before k succeeded or failed permanently (see
+//     docs/delivery.md); other errors retry.
 //   - A redelivered message carries its original stream sequence, so a
 //     handler skips what it already applied.
 //   - In a group each partition has one writer at a time: a pinned priority

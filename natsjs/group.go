@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,6 +339,14 @@ func (g *GroupConsumer) Pinned() []uint32 {
 // leaves the group, so that the others take over at once; after a crash
 // they take over within HandoverBound.
 func (g *GroupConsumer) Run(ctx context.Context, h Handler) error {
+	if h == nil {
+		return errors.New("cannot run group consumer: handler is nil")
+	}
+	return g.RunBatch(ctx, single(h))
+}
+
+// RunBatch is Run with a handler of batches (see ConsumerConfig.Batch).
+func (g *GroupConsumer) RunBatch(ctx context.Context, h BatchHandler) error {
 	if err := g.cfg.Validate(); err != nil {
 		return fmt.Errorf("cannot run group consumer: %w", err)
 	}
@@ -431,16 +440,19 @@ func (g *GroupConsumer) releaseTimeout() time.Duration {
 // runPartition consumes one partition while the view assigns it to this
 // member, and hands its pin back when it is not (any more). It returns an
 // error only when the connection was closed.
-func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, st jetstream.Stream, h Handler) error {
+func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, st jetstream.Stream, h BatchHandler) error {
 	log := g.log.With("partition", p, "consumer", g.Name(p))
 	l := g.newLease()
 	defer background(ctx, l.keep)()
 	defer g.release(ctx, p, st, log)
 
+	var ps partState
+	opts := fetchOpts{jetstream.FetchPriorityGroup(g.cfg.Group)}
 	failures, ok := 0, false
 	for ctx.Err() == nil {
 		v := g.members.view()
 		if v.owner(p) != g.cfg.MemberID {
+			ps.whole = false
 			g.release(ctx, p, st, log)
 			select {
 			case <-ctx.Done():
@@ -454,8 +466,10 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 		switch {
 		case err == nil:
 			failures = fetchRecovered(log, failures)
-			g.notePin(p, msg, log)
-			g.c.handle(ctx, log, l, msg, sent, h)
+			if g.notePin(p, msg, log) {
+				ps.whole = false
+			}
+			g.c.handle(ctx, log, l, &ps, cons, opts, msg, sent, h)
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -464,6 +478,7 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 			// (PinnedTTL); the library forgot the old pin id and the
 			// next pull competes for the pin again.
 			g.losePin(p, log)
+			ps.whole = false
 			continue
 		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 			if failures > 0 && g.c.js.Conn().IsConnected() {
@@ -501,15 +516,16 @@ func (g *GroupConsumer) swapPin(p uint32, id string) (old string) {
 	return old
 }
 
-// notePin records the pin id the broker delivered msg under.
-func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) {
+// notePin records the pin id the broker delivered msg under, and reports
+// whether it changed.
+func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) bool {
 	id := msg.Headers().Get(pinIDHeader)
 	old := g.swapPin(p, id)
 	if id == old || id == "" {
 		if id == "" && old != "" {
 			g.pinned.Add(-1)
 		}
-		return
+		return id != old
 	}
 	if old == "" {
 		g.pinned.Add(1)
@@ -518,6 +534,7 @@ func (g *GroupConsumer) notePin(p uint32, msg jetstream.Msg, log *slog.Logger) {
 	}
 	g.acquired.Add(1)
 	log.Info("partition pinned to this member", "pin", id)
+	return true
 }
 
 // losePin forgets the pin of p after the broker moved it.
@@ -585,22 +602,38 @@ type lease struct {
 	renewals *atomic.Uint64
 	errors   *atomic.Uint64
 
-	mu  sync.Mutex
-	msg jetstream.Msg
-	end time.Time
+	mu   sync.Mutex
+	msgs []jetstream.Msg // nil: none held
+	end  time.Time
+	gen  uint64 // counts starts and stops
 }
 
-func (l *lease) start(msg jetstream.Msg, sent time.Time) {
+func (l *lease) start(msgs []jetstream.Msg, sent time.Time) {
 	l.mu.Lock()
-	l.msg, l.end = msg, sent.Add(l.usable)
+	l.msgs, l.end = slices.Clone(msgs), sent.Add(l.usable)
+	l.gen++
 	l.mu.Unlock()
 }
 
-// stop ends the lease: no progress signal is sent for the message after
+// add holds msgs too, pulled with a request sent at sent: the lease ends
+// no later than theirs.
+func (l *lease) add(msgs []jetstream.Msg, sent time.Time) {
+	l.mu.Lock()
+	if l.msgs != nil {
+		l.msgs = append(l.msgs, msgs...)
+		if e := sent.Add(l.usable); e.Before(l.end) {
+			l.end = e
+		}
+	}
+	l.mu.Unlock()
+}
+
+// stop ends the lease: no progress signal is sent for the messages after
 // stop returns, except one already on its way.
 func (l *lease) stop() {
 	l.mu.Lock()
-	l.msg = nil
+	l.msgs = nil
+	l.gen++
 	l.mu.Unlock()
 }
 
@@ -626,7 +659,7 @@ func (l *lease) attempt(ctx context.Context) (context.Context, context.CancelFun
 func (l *lease) holds() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.msg != nil && time.Now().Before(l.end)
+	return l.msgs != nil && time.Now().Before(l.end)
 }
 
 // prepare renews the lease first if less than half of it is left, so that
@@ -642,22 +675,28 @@ func (l *lease) prepare(ctx context.Context) bool {
 	return l.holds()
 }
 
-// renew sends a confirmed progress signal and extends the lease if the
-// confirmation arrives while the lease still holds.
+// renew sends a confirmed progress signal for every message held and
+// extends the lease if every confirmation arrives while the lease still
+// holds.
 func (l *lease) renew(ctx context.Context) {
 	l.mu.Lock()
-	msg, end := l.msg, l.end
+	msgs, end, gen := slices.Clone(l.msgs), l.end, l.gen
 	l.mu.Unlock()
 	sent := time.Now()
-	if msg == nil || !sent.Before(end) || ctx.Err() != nil {
+	if len(msgs) == 0 || !sent.Before(end) || ctx.Err() != nil {
 		return
 	}
 	rctx, cancel := context.WithDeadline(ctx, end)
-	_, err := l.nc.RequestWithContext(rctx, msg.Reply(), ackProgress)
+	var err error
+	for _, msg := range msgs {
+		if _, err = l.nc.RequestWithContext(rctx, msg.Reply(), ackProgress); err != nil {
+			break
+		}
+	}
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.msg != msg {
+	if l.gen != gen {
 		return // done meanwhile
 	}
 	if err != nil || !time.Now().Before(l.end) {
@@ -675,7 +714,7 @@ func (l *lease) renew(ctx context.Context) {
 func (l *lease) keep(ctx context.Context) {
 	every(ctx, max(l.usable/6, time.Millisecond), func() {
 		l.mu.Lock()
-		due := l.msg != nil && time.Until(l.end) < l.usable*2/3
+		due := l.msgs != nil && time.Until(l.end) < l.usable*2/3
 		l.mu.Unlock()
 		if due {
 			l.renew(ctx)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,6 +206,7 @@ type Agent struct {
 
 	counters *Counters
 	cache    *statsCache
+	push     pushStats
 	flusher  *flusher
 	stats    Stats
 
@@ -396,34 +396,36 @@ func (a *Agent) addIncrements(incs []Increment) {
 	a.stats.IncrementsAccepted.Add(uint64(len(incs)))
 }
 
-// Counts returns every scope row of each id, from the cache when fresh.
+// Counts returns every scope row of each id, from the cache when warm
+// (see statsCache), else from the store in one read.
 func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
 	now := a.now()
 	out := make(map[string][]engagement.Stats, len(contentIDs))
 	var missing []string
 	for _, id := range contentIDs {
 		if rows, ok := a.cache.get(id, now); ok {
-			a.stats.CacheHits.Add(1)
 			if rows != nil {
 				out[id] = rows
 			}
 			continue
 		}
-		a.stats.CacheMisses.Add(1)
 		missing = append(missing, id)
 	}
+	a.stats.CacheHits.Add(uint64(len(contentIDs) - len(missing)))
 	if len(missing) == 0 {
 		return out, nil
 	}
+	a.stats.CacheMisses.Add(uint64(len(missing)))
+	for _, id := range missing {
+		a.cache.expect(id)
+	}
+	start := a.now()
 	got, err := a.reader.ReadStats(ctx, missing)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read totals: %w", err)
 	}
 	for _, id := range missing {
-		rows := got[id]
-		// id may point into a request buffer; the cache outlives it.
-		a.cache.put(strings.Clone(id), rows, now)
-		if rows != nil {
+		if rows := a.cache.put(id, got[id], start); rows != nil {
 			out[id] = rows
 		}
 	}

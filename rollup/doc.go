@@ -9,6 +9,9 @@
 //     messages in broker order, and every row stores the sequence of the
 //     last message applied to it (Stats.LastSeq), so a redelivery changes
 //     nothing it already changed and completes what it had not.
+//     HandleBatch coalesces consecutive messages of a partition: a row
+//     takes, in order, those above its LastSeq and then the highest of
+//     their sequences, in one write; each run's mark follows the rows.
 //   - A message is applied once even when it reaches the stream twice
 //     under two broker sequences (an agent re-publishes what it holds
 //     unacknowledged, with its Nats-Msg-Id, possibly after the broker's

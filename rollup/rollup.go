@@ -56,6 +56,9 @@ type Stats struct {
 	Messages    atomic.Uint64 // messages applied
 	Sums        atomic.Uint64 // partial sums in applied messages
 	RowsWritten atomic.Uint64
+	// RowWrites counts store writes of rows: one per message, or one per
+	// batch of coalesced messages (HandleBatch).
+	RowWrites   atomic.Uint64
 	RowsSkipped atomic.Uint64 // rows that already had the message (redelivery)
 	// DuplicatesDropped counts messages dropped because their run's
 	// mark covers them: a copy, under a new broker sequence, of a message
@@ -87,6 +90,8 @@ type Rollup struct {
 	stats  Stats
 	pool   sync.Pool // *partial.Batch
 	trend  *trender  // nil: trending off (EnableTrending)
+	// rowsHook, if set, is told of the rows of every write (SetRowsHook).
+	rowsHook RowsHook
 
 	// applies is held shared by every Apply and exclusively by a recount
 	// repair (Recounter) while it re-reads an item's rows and writes them:
@@ -338,6 +343,12 @@ func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 	r.applies.RLock()
 	defer r.applies.RUnlock()
 	err := r.apply(ctx, seq, b)
+	r.noteApply(err)
+	return err
+}
+
+// noteApply records the outcome of an apply for Quiet.
+func (r *Rollup) noteApply(err error) {
 	if err != nil {
 		r.lastFail.Store(time.Now().UnixNano())
 		r.failing.Store(true)
@@ -345,7 +356,6 @@ func (r *Rollup) Apply(ctx context.Context, seq uint64, b *partial.Batch) error 
 		r.lastApply.Store(time.Now().UnixNano())
 		r.failing.Store(false)
 	}
-	return err
 }
 
 // write writes the rows of message seq and, when pm is set (a numbered
@@ -383,119 +393,9 @@ func (r *Rollup) pauseApplies() (resume func()) {
 }
 
 func (r *Rollup) apply(ctx context.Context, seq uint64, b *partial.Batch) error {
-	now := r.now()
-	// A numbered message (every agent's) is checked against its run's
-	// mark: one at or below it was applied already, under another broker
-	// sequence. Seq 0 means the sender does not number its messages.
-	var pm *partMarks
-	if b.Seq != 0 {
-		if b.Partition > store.MaxPartition {
-			r.stats.Poison.Add(1)
-			return fmt.Errorf("%w: seq %d: partition %d above %d", ErrPoison, seq, b.Partition, store.MaxPartition)
-		}
-		var err error
-		if pm, err = r.partitionMarks(ctx, b.Partition, now); err != nil {
-			r.stats.ApplyErrors.Add(1)
-			return fmt.Errorf("cannot read the marks of partition %d for seq %d: %w", b.Partition, seq, err)
-		}
-		r.marksMu.Lock()
-		m, ok := pm.agents[store.MarkKey{Agent: b.Agent, Epoch: b.Epoch}]
-		r.marksMu.Unlock()
-		if ok && m.Covers(b.Epoch, b.Seq) {
-			r.dropCovered(seq, b, m)
-			return nil
-		}
-	}
-	mark := store.Mark{Partition: b.Partition, Agent: b.Agent, Epoch: b.Epoch, Seq: b.Seq, FlushedAt: b.FlushedAt, UpdatedAt: now}
-	deltas := make(map[rowKey]*delta)
-	var ids []string
-	get := func(k rowKey) *delta {
-		d, ok := deltas[k]
-		if !ok {
-			d = new(delta)
-			deltas[k] = d
-		}
-		return d
-	}
-	for i := range b.Sums {
-		s := &b.Sums[i]
-		g := rowKey{s.ContentID, engagement.GlobalScope}
-		if _, ok := deltas[g]; !ok {
-			ids = append(ids, s.ContentID)
-		}
-		get(g).add(s.Counter, s.Delta)
-		get(rowKey{s.ContentID, s.Region}).add(s.Counter, s.Delta)
-	}
-	if len(ids) == 0 {
-		if pm != nil {
-			if err := r.write(ctx, seq, nil, pm, mark); err != nil {
-				return err
-			}
-		}
-		r.stats.Messages.Add(1)
-		if r.trend != nil {
-			r.trend.apply(ctx, seq, b)
-		}
-		return nil
-	}
-	current, err := r.store.ReadStats(ctx, ids)
-	if err != nil {
-		r.stats.ApplyErrors.Add(1)
-		return fmt.Errorf("cannot read totals for seq %d: %w", seq, err)
-	}
-	existing := make(map[rowKey]engagement.Stats, len(deltas))
-	for id, rows := range current {
-		for _, row := range rows {
-			existing[rowKey{id, row.Scope}] = row
-		}
-	}
-	rows := make([]engagement.Stats, 0, len(deltas))
-	skipped := 0
-	for k, d := range deltas {
-		row, ok := existing[k]
-		if !ok {
-			row = engagement.Stats{ContentID: k.content, Scope: k.scope}
-		}
-		if row.LastSeq >= seq {
-			skipped++
-			continue
-		}
-		row.Likes += d.likes
-		row.Dislikes += d.dislikes
-		if len(d.counters) > 0 {
-			merged := make(map[string]int64, len(row.Counters)+len(d.counters))
-			for name, v := range row.Counters {
-				merged[name] = v
-			}
-			for name, v := range d.counters {
-				merged[name] += v
-			}
-			row.Counters = merged
-		}
-		row.LastSeq = seq
-		row.UpdatedAt = now
-		rows = append(rows, row)
-	}
-	// A stable order keeps writes reproducible and lock order consistent.
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].ContentID != rows[j].ContentID {
-			return rows[i].ContentID < rows[j].ContentID
-		}
-		return rows[i].Scope < rows[j].Scope
-	})
-	if err := r.write(ctx, seq, rows, pm, mark); err != nil {
+	msgs := [1]Message{{Seq: seq}}
+	if err := r.applyBatch(ctx, msgs[:], []*partial.Batch{b}); err != nil {
 		return err
 	}
-	r.stats.Messages.Add(1)
-	r.stats.Sums.Add(uint64(len(b.Sums)))
-	r.stats.RowsWritten.Add(uint64(len(rows)))
-	r.stats.RowsSkipped.Add(uint64(skipped))
-	if !b.FlushedAt.IsZero() {
-		r.stats.LagMillis.Store(now.Sub(b.FlushedAt).Milliseconds())
-	}
-	if r.trend != nil {
-		// After the rows: a list is counted once its sums are applied.
-		r.trend.apply(ctx, seq, b)
-	}
-	return nil
+	return msgs[0].Err
 }

@@ -10,10 +10,12 @@
 // and its trending state dropped, and the recount job repairs only the
 // partitions the membership assigns to this process.
 //
-// Every message reaches the rollup through Rollup.Handle, whose apply lock
-// keeps recount repairs out of the way (see the rollup package), and a
-// poison message is terminated by the consumer because rollup.ErrPoison
-// says it is permanent.
+// Messages reach the rollup in batches of what the broker has ready (up
+// to DefaultBatch) through Rollup.HandleBatch, which writes each row once
+// per batch under the apply lock that keeps recount repairs out of the way
+// (see the rollup package); a poison message is terminated by the consumer
+// because rollup.ErrPoison says it is permanent. Every write's rows are
+// pushed to the agents' read caches (docs/read-cache.md).
 //
 // A broker restart does not end Run: the consumer waits for the broker,
 // pulls again and creates again what a broker that lost its state no

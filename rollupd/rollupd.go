@@ -30,17 +30,28 @@ type Config struct {
 	// Group (natsjs.GroupConsumer).
 	Partitions []uint32
 	// Group configures the consumer: Group.Consumer (stream, durable
-	// prefix, ack wait, retries, logger) either kind, the rest only a
-	// shared one. OnRelease must be nil: the process sets its own.
+	// prefix, ack wait, retries, batch, logger) either kind, the rest only
+	// a shared one. OnRelease must be nil: the process sets its own.
+	// Group.Consumer.Batch 0 means DefaultBatch.
 	Group natsjs.GroupConfig
 	// Trending configures the rollup's trending lists.
 	Trending rollup.TrendingConfig
 	// Recount configures the recount job. Owned and Owns are set by New:
 	// the process repairs what it consumes.
 	Recount rollup.RecountConfig
+	// RowsPrefix is the subject prefix the rollup pushes the rows it writes
+	// under, for the agents' read caches (empty: natsjs.DefaultRowsPrefix).
+	RowsPrefix string
+	// NoPush turns the row pushes off.
+	NoPush bool
 	// Logger receives the parts' logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultBatch is how many consecutive messages of a partition the rollup
+// coalesces into one write of each row at most (what the broker has ready;
+// see natsjs.ConsumerConfig.Batch and rollup.HandleBatch).
+const DefaultBatch = 64
 
 // writeTimeout bounds the trending write of a partition handed back and
 // the final write at stop.
@@ -57,6 +68,7 @@ type Process struct {
 	parts    []uint32              // fixed partitions; nil when shared
 	consumer *natsjs.Consumer      // fixed partitions
 	group    *natsjs.GroupConsumer // shared partitions
+	pusher   *natsjs.RowPusher     // nil: NoPush
 }
 
 // New builds a process that consumes through bus and writes to st.
@@ -68,7 +80,14 @@ func New(bus *natsjs.Client, st Store, cfg Config) (*Process, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Group.Consumer.Batch == 0 {
+		cfg.Group.Consumer.Batch = DefaultBatch
+	}
 	p := &Process{log: log, ru: rollup.New(st, nil, log)}
+	if !cfg.NoPush {
+		p.pusher = bus.RowPusher(cfg.RowsPrefix, log)
+		p.ru.SetRowsHook(p.pusher.Push)
+	}
 	if err := p.ru.EnableTrending(cfg.Trending, st); err != nil {
 		return nil, fmt.Errorf("cannot create rollup process: %w", err)
 	}
@@ -115,6 +134,21 @@ func (p *Process) released(part uint32, handedBack bool) {
 	p.ru.ForgetPartition(part)
 }
 
+// handle applies a batch of one partition's messages, coalesced.
+func (p *Process) handle(ctx context.Context, msgs []natsjs.BatchMsg) error {
+	batch := make([]rollup.Message, len(msgs))
+	for i, m := range msgs {
+		batch[i] = rollup.Message{Seq: m.Seq, Data: m.Data}
+	}
+	if err := p.ru.HandleBatch(ctx, batch); err != nil {
+		return err
+	}
+	for i := range batch {
+		msgs[i].Err = batch[i].Err
+	}
+	return nil
+}
+
 // Rollup returns the rollup.
 func (p *Process) Rollup() *rollup.Rollup { return p.ru }
 
@@ -137,6 +171,7 @@ func (p *Process) RegisterMetrics(reg prometheus.Registerer) error {
 	} else {
 		errs = append(errs, metrics.RegisterConsumer(reg, p.consumer))
 	}
+	errs = append(errs, p.registerCoalescing(reg))
 	return errors.Join(errs...)
 }
 
@@ -154,9 +189,9 @@ func (p *Process) Run(ctx context.Context) error {
 	g.Go(func() error {
 		var err error
 		if p.group != nil {
-			err = p.group.Run(gctx, p.ru.Handle)
+			err = p.group.RunBatch(gctx, p.handle)
 		} else {
-			err = p.consumer.Run(gctx, p.parts, p.ru.Handle)
+			err = p.consumer.RunBatch(gctx, p.parts, p.handle)
 		}
 		if err != nil {
 			return fmt.Errorf("rollup consumer: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
@@ -52,6 +53,7 @@ type node struct {
 	directory *redisdir.Directory // with Redis only
 	gossip    *gossip.Node        // with gossip.bind only
 	agent     *region.Agent
+	rows      *natsjs.RowSubscription // the rollup's row pushes
 	agentID   string
 	httpSrv   *httpapi.Server
 	tokens    *cli.TokenWatch // nil when the API runs open
@@ -195,6 +197,12 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		return nil, err
 	}
 	n.agent.Start()
+	// The rollups push the rows they write; the agent updates the items
+	// it keeps warm from them (docs/read-cache.md).
+	if n.rows, err = n.bus.SubscribeRows("", func(written time.Time, rows []engagement.Stats) { n.agent.ApplyRows(written, rows) }, logger); err != nil {
+		return nil, err
+	}
+	regs = append(regs, registerReadCache(reg, n.agent, n.rows))
 
 	n.ln, err = net.Listen("tcp", cfg.Agent.HTTP)
 	if err != nil {
