@@ -61,6 +61,7 @@ const (
 	routeHealthz      = "GET /healthz"
 	routeReadyz       = "GET /readyz"
 	routePrometheus   = "GET /metrics"
+	routeOpenAPI      = "GET /v1/openapi.json"
 	// routeCluster takes every method: its handler answers the 405 itself,
 	// with the message and Allow header /v1/cluster has always had.
 	routeCluster = "/v1/cluster"
@@ -195,6 +196,7 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		{routeHealthz, http.HandlerFunc(a.healthz)},
 		{routeReadyz, http.HandlerFunc(a.readyz)},
 		{routePrometheus, metrics},
+		{routeOpenAPI, http.HandlerFunc(serveOpenAPI)},
 		{routeCluster, http.HandlerFunc(a.getCluster)},
 	}
 	patterns := make([]string, 0, len(routes))

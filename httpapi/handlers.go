@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/openapi"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 )
@@ -257,6 +258,12 @@ func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
 			return appendCounts(dst, id, q.scope, scopeRow(rows[id], q.scope))
 		})
 	})
+}
+
+// serveOpenAPI answers the API's OpenAPI 3.1 document (package openapi).
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=300")
+	writeJSON(w, http.StatusOK, openapi.JSON)
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
