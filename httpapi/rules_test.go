@@ -1,14 +1,18 @@
 package httpapi
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // errorBody is the JSON of every error answer.
@@ -456,6 +460,55 @@ func TestOversizedBodyRealServer(t *testing.T) {
 			}
 			if calls := ta.fake.Calls(); len(calls) != wantCalls {
 				t.Errorf("service calls = %q, want %d", calls, wantCalls)
+			}
+		})
+	}
+}
+
+// TestOversizedBodyClientWritesAllFirst: a client that writes its whole
+// body before it reads the answer (Python's urllib, many SDKs) still gets
+// the 413, also when its body takes longer to arrive than a short drain
+// would wait; nothing reaches the service.
+func TestOversizedBodyClientWritesAllFirst(t *testing.T) {
+	ta := newTestAPI(t, testConfig())
+	addr := startServer(t, ta.h, ServerConfig{})
+	for _, c := range []struct {
+		name  string
+		pause time.Duration // between 64 KiB chunks
+	}{
+		{"at once", 0},
+		{"slowly, over ~2.5 s", 90 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ta.fake.reset()
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			const size = 1_800_000
+			head := fmt.Sprintf("POST /v1/increments HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, size)
+			if _, err := conn.Write([]byte(head)); err != nil {
+				t.Fatal(err)
+			}
+			chunk := bytes.Repeat([]byte(" "), 64<<10)
+			for sent := 0; sent < size; sent += len(chunk) {
+				if _, err := conn.Write(chunk[:min(len(chunk), size-sent)]); err != nil {
+					t.Fatalf("writing the body after %d bytes: %v (the server reset the connection)", sent, err)
+				}
+				time.Sleep(c.pause)
+			}
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 413 || !strings.Contains(string(got), `"field":"body"`) {
+				t.Fatalf("answer %d %s; want the 413 naming body", resp.StatusCode, got)
+			}
+			if calls := ta.fake.Calls(); len(calls) != 0 {
+				t.Errorf("service calls = %q, want none", calls)
 			}
 		})
 	}

@@ -194,15 +194,23 @@ func (l lingerListener) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-// lingerDelay bounds how long a closing connection drains what the client
-// still sends (net/http's rstAvoidanceDelay).
-const lingerDelay = 500 * time.Millisecond
+// A closing connection drains what the client still sends, as nginx's
+// lingering close does: until the client has sent everything (EOF), it
+// stays silent for lingerIdle, lingerTime has passed or lingerBytes were
+// read, whichever comes first.
+const (
+	lingerIdle  = time.Second
+	lingerTime  = 5 * time.Second
+	lingerBytes = 64 << 20
+)
 
 // lingerConn is a TCP connection. After an error answer to a request
 // fasthttp could not read (a body over the limit: its bytes still coming),
-// Close first shuts the write side and drains the client's bytes for at
-// most lingerDelay: closing a socket with unread data sends a reset, which
-// can destroy the answer before the client reads it.
+// Close first shuts the write side and drains the client's bytes (within
+// lingerIdle, lingerTime and lingerBytes): closing a socket with unread
+// data sends a reset, which can destroy the answer before a client that
+// writes its whole body before it reads (Python's urllib, many SDKs) has
+// read it.
 type lingerConn struct {
 	*net.TCPConn
 	linger atomic.Bool
@@ -210,11 +218,29 @@ type lingerConn struct {
 
 func (c *lingerConn) Close() error {
 	if c.linger.Load() {
-		c.TCPConn.CloseWrite()                                 //nolint:errcheck // closing either way
-		c.TCPConn.SetReadDeadline(time.Now().Add(lingerDelay)) //nolint:errcheck // closing either way
-		io.Copy(io.Discard, c.TCPConn)                         //nolint:errcheck // drained until EOF or the deadline
+		c.TCPConn.CloseWrite() //nolint:errcheck // closing either way
+		c.drain()
 	}
 	return c.TCPConn.Close()
+}
+
+// drain reads and discards what the client sends, within the linger
+// bounds.
+func (c *lingerConn) drain() {
+	end := time.Now().Add(lingerTime)
+	buf := make([]byte, 32<<10)
+	for read := 0; read < lingerBytes; {
+		deadline := time.Now().Add(lingerIdle)
+		if deadline.After(end) {
+			deadline = end
+		}
+		c.TCPConn.SetReadDeadline(deadline) //nolint:errcheck // a failed read ends the drain
+		n, err := c.TCPConn.Read(buf)
+		read += n
+		if err != nil {
+			return // EOF, the idle or total deadline, or a broken connection
+		}
+	}
 }
 
 // exchange is one request and its answer as the handler sees them; it is
