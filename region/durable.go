@@ -301,7 +301,7 @@ func (a *Agent) Recover(ctx context.Context) error {
 		}
 		pi := intents[id]
 		a.logStats.IntentsReplayed.Add(1)
-		rs, err := a.settle(ctx, &pi.in, true)
+		rs, err := a.settle(ctx, &pi.in)
 		if err != nil {
 			return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
 		}
@@ -345,11 +345,13 @@ func sameRow(row, x engagement.Reaction) bool {
 // by the row's writers, which a store keeps across undos:
 //   - the token is among them → applied;
 //   - the row is still the row the intent was read from (for an insert: no
-//     row, with the writers read then) → at start (redo), the same
-//     compare-and-set is sent again, with the same token, as a delayed
-//     write that was never acknowledged, and its answer decides; during a
-//     run (after the store answered an error, having settled and fenced a
-//     lost answer itself) → not applied;
+//     row, with the writers read then) → the same compare-and-set is sent
+//     again, with the same token, as a delayed write that was never
+//     acknowledged, and its answer decides. "Not applied" is never taken
+//     from the row alone: the first compare-and-set may still be queued in
+//     the store (its settle failed, as while Cassandra is frozen) and apply
+//     later; once the repeat applies, or loses to another write, the
+//     original's condition can never hold again;
 //   - the row moved on without it → not applied, unless MaxWriters later
 //     writes may have pushed the token out → ambiguous: not counted,
 //     counted in IntentsAmbiguous and logged; the recount repairs the
@@ -359,7 +361,7 @@ func sameRow(row, x engagement.Reaction) bool {
 // intended next row (for an undo: no row) → applied; the row as read →
 // as above; anything else → ambiguous. An undo whose row is gone is then
 // taken as applied.
-func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, error) {
+func (a *Agent) settle(ctx context.Context, in *intent) (resolution, error) {
 	rs := resolution{id: in.id, content: in.content}
 	for try := 0; try < 3; try++ {
 		row, found, err := a.reactions.GetReaction(ctx, in.user, in.content)
@@ -388,7 +390,7 @@ func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, 
 			rs.applied = true
 			rs.deltas = a.intentDeltas(in)
 			return rs, nil
-		case isPrev && redo:
+		case isPrev:
 			applied, err := a.redo(ctx, in, row)
 			if applied {
 				if err != nil {
@@ -404,7 +406,7 @@ func (a *Agent) settle(ctx context.Context, in *intent, redo bool) (resolution, 
 				return rs, fmt.Errorf("cannot redo reaction: %w", err)
 			}
 			continue // lost the compare-and-set: decide from the row again
-		case isPrev, in.named && len(row.Writers) < engagement.MaxWriters:
+		case in.named && len(row.Writers) < engagement.MaxWriters:
 			a.logStats.IntentsSettled.Add(1)
 			return rs, nil
 		default:

@@ -383,6 +383,7 @@ type stallStore struct {
 	*embedded.Store
 	mu      sync.Mutex
 	armed   bool
+	dead    bool          // the agent was killed: no more writes
 	after   bool          // stall after the write applied
 	stalled chan struct{} // closed when a write stalls
 	release chan struct{}
@@ -390,9 +391,12 @@ type stallStore struct {
 
 func (s *stallStore) stall(ctx context.Context, write func() (bool, error)) (bool, error) {
 	s.mu.Lock()
-	armed := s.armed
+	armed, dead := s.armed, s.dead
 	s.armed = false
 	s.mu.Unlock()
+	if dead {
+		return false, errors.New("the process was killed: it sends nothing more")
+	}
 	if !armed {
 		return write()
 	}
@@ -484,6 +488,9 @@ func TestReplaySettlesIntents(t *testing.T) {
 			<-ss.stalled
 			time.Sleep(60 * time.Millisecond) // several flushes carry the intent
 			a.Crash()
+			ss.mu.Lock()
+			ss.dead = true // a killed process writes nothing more
+			ss.mu.Unlock()
 			close(ss.release)
 			if err := <-done; err == nil {
 				t.Fatal("the reaction whose agent was killed was acknowledged")
@@ -541,6 +548,41 @@ func TestReplaySettlesIntents(t *testing.T) {
 				t.Errorf("counted likes %d dislikes %d, want %d %d", l, d, tt.wantLike, tt.wantDis)
 			}
 		})
+	}
+}
+
+// TestLostAnswerDuringARunIsRepeated: a compare-and-set whose answer is
+// lost while the agent runs (the store could not settle it: as while
+// Cassandra is frozen) and that had not applied is sent again by the
+// settle, with the same token, so that a copy still queued in the store
+// can never apply afterwards uncounted; the change is counted once.
+func TestLostAnswerDuringARunIsRepeated(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	b := newBroker(t)
+	ss := &stallStore{Store: st, stalled: make(chan struct{}), release: make(chan struct{})}
+	a := durableAgent(t, t.TempDir(), ss, st, b, nil)
+	ctx := context.Background()
+	if _, err := a.React(ctx, "u", "c", engagement.ActionDislike); err != nil {
+		t.Fatal(err)
+	}
+	ss.mu.Lock()
+	ss.armed, ss.after = true, false // the write never reaches the store; its answer is an error
+	ss.mu.Unlock()
+	close(ss.release)
+	if _, err := a.React(ctx, "u", "c", engagement.ActionLike); err == nil {
+		t.Fatal("a reaction whose compare-and-set failed was acknowledged")
+	}
+	row, found, err := st.GetReaction(ctx, "u", "c")
+	if err != nil || !found || row.Action != engagement.ActionLike {
+		t.Fatalf("row = %+v, %v, %v; want the like the settle sent again", row, found, err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, d := b.total("c/like/us"), b.total("c/dislike/us"); l != 1 || d != 0 {
+		t.Errorf("counted likes %d dislikes %d, want 1 0 (the row's)", l, d)
 	}
 }
 

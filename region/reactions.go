@@ -207,11 +207,12 @@ func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolu
 }
 
 // resolveAfterError decides an intent whose compare-and-set answered an
-// error (the store has settled and fenced a lost answer itself) by reading
-// the row; if that fails too the intent stays pending for the flusher or
-// the next start.
+// error by settle (the row's writers, or the same compare-and-set sent
+// again when the row is unchanged: the store may have failed to settle the
+// lost answer itself); if that fails too the intent stays pending for the
+// flusher or the next start.
 func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
-	rs, err := a.settle(ctx, &pi.in, false)
+	rs, err := a.settle(ctx, &pi.in)
 	if err != nil {
 		a.logger.Warn("reaction outcome unknown; kept in the log and settled later", "user", pi.in.user, "content", pi.in.content, "err", err)
 		return
@@ -243,7 +244,7 @@ func (a *Agent) retryPending(ctx context.Context) {
 			continue
 		}
 		if rs == nil {
-			r, err := a.settle(ctx, &pi.in, false)
+			r, err := a.settle(ctx, &pi.in)
 			if err != nil {
 				continue
 			}
