@@ -36,6 +36,9 @@ type membership struct {
 	errors     atomic.Uint64
 
 	rejoins atomic.Uint64 // membership stream created again
+	// lost: this member found the stream gone and its create failed; the
+	// stream may exist since (that create, or another member's).
+	lost atomic.Bool
 
 	// st is the membership stream, set by ensure (on join, and on a round
 	// that created the stream again); nil before a successful join. Only
@@ -133,8 +136,13 @@ func (m *membership) ensure(ctx context.Context) (created bool, _ error) {
 		created = true
 	}
 	if st, err = m.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		// A create that timed out may still have created the stream (a
+		// broker just back is slow): the next round that renews counts
+		// the rejoin.
+		m.lost.Store(m.lost.Load() || created)
 		return false, fmt.Errorf("cannot create membership stream %s: %w", m.stream, err)
 	}
+	m.lost.Store(false)
 	m.st = st
 	return created, nil
 }
@@ -165,6 +173,10 @@ func (m *membership) round(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("cannot renew membership %s: %w", m.subject(), err)
+	}
+	if m.lost.Swap(false) {
+		m.rejoins.Add(1)
+		m.log.Warn("membership stream back after the broker lost it; joined again", "members_stream", m.stream)
 	}
 	info, err := m.st.Info(ctx, jetstream.WithSubjectFilter(m.prefix+".*"))
 	if err != nil {
