@@ -33,12 +33,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgecount/edgecount/auth"
 )
 
 func main() {
@@ -114,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 	if *conns < 1 || *conns > 1024 {
 		errs = append(errs, fmt.Sprintf("conns %d: want 1..1024", *conns))
 	}
-	if !loopback(*addr) {
+	if !auth.Loopback(*addr) {
 		errs = append(errs, fmt.Sprintf("addr %q: load stays on loopback (127.0.0.0/8, ::1, localhost)", *addr))
 	}
 	if math.IsNaN(*rate) || *rate < 0 || *rate > maxRate {
@@ -164,18 +165,6 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 		return nil, fmt.Errorf("bad flags: %s", strings.Join(errs, "; "))
 	}
 	return o, nil
-}
-
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // isTerminal reports whether f is a character device (a terminal).
