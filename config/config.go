@@ -104,8 +104,10 @@ type Agent struct {
 	LogMaxBytes int64 `yaml:"log_max_bytes"`
 	// FlushInterval is how often counters are flushed to the broker.
 	FlushInterval time.Duration `yaml:"flush_interval"`
-	// CacheTTL is how long a read of totals is cached.
-	CacheTTL time.Duration `yaml:"cache_ttl"`
+	// CacheTTL is how long a read of totals is cached; CacheTTLPushed how
+	// long while the rollups' row pushes arrive whole (docs/read-cache.md).
+	CacheTTL       time.Duration `yaml:"cache_ttl"`
+	CacheTTLPushed time.Duration `yaml:"cache_ttl_pushed"`
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// NATSListen, in standalone mode, also exposes the embedded broker on
@@ -268,7 +270,7 @@ func Default() Config {
 		LogLevel:   "info",
 		Agent: Agent{
 			HTTP: "127.0.0.1:8080", Data: "./data",
-			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
+			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second, ShutdownTimeout: 30 * time.Second,
 			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
 		},
 		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
@@ -581,7 +583,7 @@ func (c Config) AgentConfig() region.Config {
 	ac := region.DefaultConfig(c.Region, c.Agent.ID)
 	ac.Partitions = c.Partitions
 	ac.FlushInterval = c.Agent.FlushInterval
-	ac.CacheTTL = c.Agent.CacheTTL
+	ac.CacheTTL, ac.CachePushedTTL = c.Agent.CacheTTL, c.Agent.CacheTTLPushed
 	ac.Log = region.LogConfig{
 		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),
 		SyncInterval: c.Agent.DurabilityInterval, MaxBytes: c.Agent.LogMaxBytes,

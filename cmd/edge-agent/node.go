@@ -18,7 +18,6 @@ import (
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
-	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
@@ -199,7 +198,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	n.agent.Start()
 	// The rollups push the rows they write; the agent updates the items
 	// it keeps warm from them (docs/read-cache.md).
-	if n.rows, err = n.bus.SubscribeRows("", func(written time.Time, rows []engagement.Stats) { n.agent.ApplyRows(written, rows) }, logger); err != nil {
+	if n.rows, err = n.bus.SubscribeRows("", func(p natsjs.RowsPush) { n.agent.ApplyPush(p.Partition, p.Sender, p.Seq, p.Written, p.Rows) }, logger); err != nil {
 		return nil, err
 	}
 	regs = append(regs, registerReadCache(reg, n.agent, n.rows))
