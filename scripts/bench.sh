@@ -66,6 +66,7 @@ done
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 go build -o "$work/bin/loadgen" ./cmd/loadgen
 go build -o "$work/bin/floor" ./cmd/floor
+go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
 go test -c -o "$work/bin/region.test" ./region/
 # Binary batches when loadgen has them (-body protobuf, cmd/loadgen/wire.go).
 HAS_BODY=0
@@ -134,6 +135,17 @@ for run in $(seq "$RUNS"); do
 		r=$(lg "$FLOOR_PORT" -mode "$mode")
 		kv "floor_${mode}_rps" "$(json "$r" requests_per_s)"
 		kv "floor_${mode}_p50_us" "$(json "$r" p50_us)"
+	done
+	stop_pid "$fpid"
+
+	echo "-- $(date -u +%T) fasthttp with a trivial handler (httpapi/internal/floor -mode fasthttp, core $SUT_CORE): the most a server on fasthttp reaches"
+	taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$FLOOR_PORT" -mode fasthttp >/dev/null 2>&1 &
+	fpid=$!
+	pids+=("$fpid")
+	wait_http "$FLOOR_PORT" /
+	for mode in get1 get16; do
+		r=$(lg "$FLOOR_PORT" -mode "$mode")
+		kv "fasthttp_${mode}_rps" "$(json "$r" requests_per_s)"
 	done
 	stop_pid "$fpid"
 
@@ -231,6 +243,12 @@ for run in $(seq "$RUNS"); do
 	kv g5_floor "$(ratio "$ec_get1_rps" "$floor_get1_rps")"
 	kv g6_floor "$(ratio "$ec_get16_rps" "$floor_get16_rps")"
 	kv floor_get1_vs_redis "$(ratio "$floor_get1_rps" "$redis_get1")"
+	# What a server on fasthttp could reach at best, trivial handler, same run.
+	kv fasthttp_get1_floor "$(ratio "$fasthttp_get1_rps" "$floor_get1_rps")"
+	kv g5_fasthttp_bound "$(ratio "$fasthttp_get1_rps" "$redis_get1")"
+	kv g2_fasthttp_bound "$(ratio "$fasthttp_get1_rps" "$redis_incr1")"
+	kv g5_of_fasthttp "$(ratio "$ec_get1_rps" "$fasthttp_get1_rps")"
+	kv g6_of_fasthttp "$(ratio "$ec_get16_rps" "$fasthttp_get16_rps")"
 	kv g3 "$(ratio "$g3_atomic_ns" "$(awk -v s="$g3_sharded2_ns" 'BEGIN{print 2*s}')")"
 	kv g4 "$(ratio "$g4_private_ns" "$g4_counters_ns")"
 	kv g4_syncmap "$(ratio "$g4_syncmap_ns" "$g4_counters_ns")"
@@ -346,6 +364,15 @@ server can answer faster here. The agent's requests/s against it, same run:
 | 100 increments (JSON) | $(rate floor_incr100_rps) | $(stat floor_incr100_p50_us %.0f) µs | $(stat g1_floor) |
 
 The floor answers one small request $(stat floor_get1_vs_redis)× as fast as Redis \`GET\`.
+
+fasthttp (the agent's server, github.com/valyala/fasthttp) with a trivial
+handler answering the same fixed bytes, same run: $(rate fasthttp_get1_rps) requests/s,
+$(stat fasthttp_get1_floor) of the floor. That bounds every goal stated against Redis for
+one request a call: with no work at all, a server on fasthttp answers
+$(stat g5_fasthttp_bound)× Redis \`GET\` and $(stat g2_fasthttp_bound)× Redis \`INCR\` here, against G5's and
+G2's 1.2. The agent's single reads reach $(stat g5_of_fasthttp) of that trivial handler, its
+16-id reads $(stat g6_of_fasthttp) of it (requests/s). Where the rest goes: docs/server-path.md
+(perf profiles of the agent under each load).
 
 ## Machine
 
