@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Certs is the server certificate of a TLS listener, loaded from a
@@ -190,4 +192,39 @@ func rawConn(c net.Conn) net.Conn {
 		return tc.raw
 	}
 	return c
+}
+
+// Register exports c's counters and the served certificate's expiry on
+// reg: edgecount_http_tls_cert_expiry_timestamp_seconds (alert well before
+// it), edgecount_http_tls_reloads_total{result="ok"|"refused"},
+// edgecount_http_tls_handshake_errors_total and
+// edgecount_http_tls_plain_http_total.
+func (c *Certs) Register(reg prometheus.Registerer) error {
+	reloads := func(result string, v *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "edgecount_http_tls_reloads_total",
+			Help:        "Reloads of the HTTP listener's certificate (SIGHUP), by result; refused ones keep the certificate served.",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(v.Load()) })
+	}
+	var errs []error
+	for _, col := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgecount_http_tls_cert_expiry_timestamp_seconds",
+			Help: "Expiry (NotAfter, unix seconds) of the certificate the HTTP listener serves.",
+		}, func() float64 { return float64(c.Leaf().NotAfter.Unix()) }),
+		reloads("ok", &c.reloads),
+		reloads("refused", &c.reloadErrors),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgecount_http_tls_handshake_errors_total",
+			Help: "Connections to the HTTP listener whose TLS handshake failed (plain HTTP included).",
+		}, func() float64 { return float64(c.handshakeErrors.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgecount_http_tls_plain_http_total",
+			Help: "Plain HTTP requests on the TLS listener (answered 400).",
+		}, func() float64 { return float64(c.plainHTTP.Load()) }),
+	} {
+		errs = append(errs, reg.Register(col))
+	}
+	return errors.Join(errs...)
 }
