@@ -314,3 +314,60 @@ func TestTLSCurl(t *testing.T) {
 		t.Errorf("curl without the CA: %v %s; want a certificate error", err, out)
 	}
 }
+
+// FuzzTLSFirstBytes sends arbitrary first bytes to the TLS listener, then
+// closes its side: whatever they are (a ClientHello cut short, garbage,
+// plain HTTP), the server answers at most a plain 400 to what looks like
+// HTTP, closes the connection, and goes on serving TLS clients.
+//
+//	go test ./httpapi -run '^$' -fuzz '^FuzzTLSFirstBytes$' -fuzztime 30s
+func FuzzTLSFirstBytes(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/increments HTTP/1.1\r\nContent-Length: 1\r\n\r\nx",
+		"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00",
+		"\x16\x03\x03\xff\xff",
+		"\x15\x03\x03\x00\x02\x02\x28",
+		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+		"",
+	} {
+		f.Add([]byte(s))
+	}
+	ca := testcert.NewCA(f, "fuzz")
+	p := ca.Server(f, "srv")
+	certs, err := LoadCerts(p.CertFile, p.KeyFile)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }) //nolint:errcheck // test handler
+	addr := startServer(f, h, ServerConfig{TLS: certs, ReadTimeout: 2 * time.Second})
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
+	f.Cleanup(client.CloseIdleConnections)
+	f.Fuzz(func(t *testing.T, first []byte) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.Write(first) //nolint:errcheck // the server may close before reading all
+		conn.(*net.TCPConn).CloseWrite()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		answer, err := io.ReadAll(conn)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("first bytes %q: the connection was still open after 10 s", first)
+		}
+		if len(answer) > 0 && answer[0] != 0x15 && answer[0] != 0x16 && !bytes.HasPrefix(answer, []byte("HTTP/1.0 400 ")) {
+			t.Fatalf("first bytes %q: answered %q; want TLS records or a plain 400", first, answer)
+		}
+		resp, err := client.Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatalf("after first bytes %q the server does not serve TLS: %v", first, err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the status matters
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("after first bytes %q: %d", first, resp.StatusCode)
+		}
+	})
+}
