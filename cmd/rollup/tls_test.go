@@ -103,3 +103,25 @@ func TestTLSListener(t *testing.T) {
 		t.Errorf("the reload was not logged:\n%s", logs.String())
 	}
 }
+
+// TestTLSBadCertificate: a rollup whose certificate does not load does not
+// start, and says which setting is wrong; a certificate without its key is
+// refused before anything starts.
+func TestTLSBadCertificate(t *testing.T) {
+	srv, err := natsjs.StartServer(natsjs.ServerConfig{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	p := testcert.NewCA(t, "bad").Server(t, "srv")
+	args := []string{"--nats", srv.ClientURL(), "--data", t.TempDir(), "--http", "127.0.0.1:0"}
+	err = run(context.Background(), append(args, "--tls-cert", p.KeyFile, "--tls-key", p.KeyFile),
+		func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "rollup.tls: cannot load TLS certificate") {
+		t.Errorf("run with a key as the certificate = %v; want refused naming rollup.tls", err)
+	}
+	err = run(context.Background(), append(args, "--tls-cert", p.CertFile), func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "rollup.tls: cert_file and key_file go together") {
+		t.Errorf("run with --tls-cert alone = %v; want refused", err)
+	}
+}
