@@ -75,6 +75,11 @@ type options struct {
 	// and how many requests a connection writes before reading answers.
 	format   wireFormat
 	pipeline int
+
+	// Set by the client flags (client.go): send through package client;
+	// the bearer token to send ("" for none).
+	client bool
+	token  string
 }
 
 // flagHooks let another file add flags: each registers its flags on the
@@ -158,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 			errs = append(errs, err.Error())
 		}
 	}
+	if err := checkClient(o); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if o.pipeline < 1 || o.pipeline > 1024 {
 		errs = append(errs, fmt.Sprintf("pipeline %d: want 1..1024", o.pipeline))
 	}
@@ -205,7 +213,11 @@ func load(ctx context.Context, o *options, stderr io.Writer, tty bool) *result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.run(ctx, start, end)
+			if o.client {
+				w.runClient(ctx, start, end)
+			} else {
+				w.run(ctx, start, end)
+			}
 		}()
 	}
 	done := make(chan struct{})
