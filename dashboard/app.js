@@ -196,13 +196,14 @@
     }
     const table = el("table", { id: "members", "data-self": view.self });
     const head = el("tr");
-    for (const h of ["name", "state", "agent", "http", "version", "since"]) head.appendChild(el("th", {}, h));
+    for (const h of ["name", "state", "agent", "http", "version", "rtt", "since"]) head.appendChild(el("th", {}, h));
     table.appendChild(head);
     for (const m of view.members) {
       const tr = el("tr", { "data-name": m.name, "data-state": m.state });
       tr.append(el("td", {}, m.name + (m.name === view.self ? " (this agent)" : "")),
         el("td", { class: "state-" + m.state }, m.state), el("td", {}, m.agent_id || ""),
-        el("td", {}, m.http_addr || ""), el("td", {}, m.version || ""), el("td", {}, m.since || ""));
+        el("td", {}, m.http_addr || ""), el("td", {}, m.version || ""),
+        el("td", {}, m.rtt_ns ? fmtSeconds(m.rtt_ns / 1e9) : ""), el("td", {}, m.since || ""));
       table.appendChild(tr);
     }
     box.replaceChildren(table);

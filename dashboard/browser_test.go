@@ -3,11 +3,14 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +26,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/edgecount/edgecount/client"
+	"github.com/edgecount/edgecount/dashboard"
+	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -534,4 +539,81 @@ func screenshot(t *testing.T, ctx context.Context) string {
 		}
 	}
 	return paths[0]
+}
+
+// TestDashboardClusterInChromium: the page lists the members of a real
+// gossip cluster (two nodes on loopback) as GET /v1/cluster answers them
+// (the JSON of gossip.ClusterView, as httpapi encodes it), this agent
+// marked, and says what it cannot show (no /metrics here).
+func TestDashboardClusterInChromium(t *testing.T) {
+	browser := testenv.NeedCommand(t, "EDGECOUNT_CHROMIUM", []string{"chromium", "chromium-browser", "google-chrome"}, "scripts/chromium.sh install")
+	var nodes []*gossip.Node
+	for _, name := range []string{"agent-a", "agent-b"} {
+		cfg := gossip.DefaultConfig("eu-west", name)
+		cfg.BindAddr, cfg.BindPort, cfg.Profile, cfg.AllowPlaintext = "127.0.0.1", 0, gossip.ProfileFast, true
+		cfg.HTTPAddr, cfg.Version = name+".test:8080", "v-test"
+		n, err := gossip.New(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	if _, err := nodes[1].Join(t.Context(), []string{nodes[0].Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := dashboard.Handler(dashboard.Config{Region: "eu-west", TrendingCounters: []string{"like"}, Refresh: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", page)
+	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
+		body, err := json.Marshal(nodes[0].Cluster())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body) //nolint:errcheck // test server
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU)...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ Name, State, Text string }
+	const membersJS = `[...document.querySelectorAll("#members tr[data-name]")].map((r) => ({Name: r.dataset.name, State: r.dataset.state, Text: r.children[0].textContent}))`
+	testenv.Eventually(t, 60*time.Second, "the page to list both members as /v1/cluster does", testenv.UntilEmpty(func() string {
+		want := nodes[0].Cluster()
+		rows, err := chromedp.Run(bctx, chromedp.Evaluate[[]row](membersJS))
+		if err != nil {
+			return err.Error()
+		}
+		if len(rows) != 2 || len(want.Members) != 2 {
+			return fmt.Sprintf("page %v; API %d members", rows, len(want.Members))
+		}
+		for i, m := range want.Members {
+			text := m.Name
+			if m.Name == want.Self {
+				text += " (this agent)"
+			}
+			if rows[i].Name != m.Name || rows[i].State != string(m.State) || rows[i].Text != text {
+				return fmt.Sprintf("row %d: page %+v; API %s %s", i, rows[i], m.Name, m.State)
+			}
+		}
+		return ""
+	}))
+	v := snapshot(t, bctx)
+	if !strings.Contains(v.Error, "/metrics: 404") {
+		t.Errorf("error line %q; want it to say /metrics answered 404", v.Error)
+	}
 }
