@@ -21,14 +21,19 @@ import (
 // integrator's Go program gets. Retries are off: one call is one request,
 // and an answer other than 2xx counts as an error, as on the raw path.
 // -token-file (either path) sends a bearer token from a file (its first
-// field), for an agent with a token file.
+// field), for an agent with a token file. -wait-ready asks the agent's
+// /readyz through the client until it answers 200 before the clock starts.
 
 func init() {
 	flagHooks = append(flagHooks, func(fs *flag.FlagSet) func(*options) error {
 		viaClient := fs.Bool("client", false, "send through package client (net/http, JSON) instead of raw connections; not with -pipeline or -body protobuf")
 		tokenFile := fs.String("token-file", "", "`file` whose first field is a bearer token to send (an agent with auth.tokens_file)")
+		waitReady := fs.Duration("wait-ready", 0, "wait up to this long for the agent's /readyz to answer 200 before the clock starts (0: do not ask)")
 		return func(o *options) error {
-			o.client = *viaClient
+			o.client, o.waitReady = *viaClient, *waitReady
+			if *waitReady < 0 || *waitReady > maxDuration {
+				return fmt.Errorf("wait-ready %v: want 0..5m", *waitReady)
+			}
 			if *tokenFile != "" {
 				tok, err := readToken(*tokenFile)
 				if err != nil {
@@ -174,4 +179,27 @@ func readToken(file string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("token-file %s: no token in it", file)
+}
+
+// awaitReady polls the agent's /readyz through package client until it
+// answers 200, for at most o.waitReady.
+func awaitReady(ctx context.Context, o *options) error {
+	c, tr, err := newClient(o)
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, o.waitReady)
+	defer cancel()
+	for {
+		err := c.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent at %s not ready after %v: %w", o.addr, o.waitReady, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -84,6 +84,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-client", "-pipeline", "8"}, wantErr: "does not pipeline"},
 		{args: []string{"-client", "-body", "protobuf"}, wantErr: "sends JSON"},
 		{args: []string{"-token-file", "/no/such/file"}, wantErr: "token-file"},
+		{args: []string{"-wait-ready", "-1s"}, wantErr: "wait-ready"},
 		{args: []string{"stray"}, wantErr: "unexpected arguments"},
 		// Every problem is named at once.
 		{args: []string{"-conns", "0", "-items", "0"}, wantErr: "conns 0: want 1..1024; items 0"},
@@ -571,6 +572,8 @@ func viewTotal(t *testing.T, c *client.Client, n int) int64 {
 // TestTokenFile: against an agent with a token file, requests without a
 // token are all refused (401, counted as errors) and -token-file's token
 // is accepted, over raw connections and through package client.
+// -wait-ready finds a running agent ready, and gives up on a closed port
+// naming it.
 func TestTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
@@ -578,13 +581,23 @@ func TestTokenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := startAgent(t, "--auth-tokens", tokens)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	err = run(context.Background(), []string{"-addr", closed, "-wait-ready", "300ms", "-duration", "1s"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not ready after 300ms") || !strings.Contains(err.Error(), closed) {
+		t.Errorf("-wait-ready on a closed port: %v; want it not ready, naming %s", err, closed)
+	}
 	for _, via := range [][]string{nil, {"-client"}} {
 		args := append([]string{"-addr", addr, "-mix", "incr100=1,get1=1", "-conns", "2", "-duration", "500ms"}, via...)
 		r := runJSON(t, args...)
 		if r.Requests == 0 || r.Errors != r.Requests || !strings.Contains(r.FirstStatus, "HTTP 401") {
 			t.Errorf("%v without a token: %d requests, %d errors (first %q); want every one a 401", via, r.Requests, r.Errors, r.FirstStatus)
 		}
-		r = runJSON(t, append(args, "-token-file", tokens)...)
+		r = runJSON(t, append(args, "-token-file", tokens, "-wait-ready", "10s")...)
 		if r.Requests == 0 || r.Errors != 0 || r.IOErrors != 0 {
 			t.Errorf("%v with -token-file: %d requests, %d errors, %d broken (first %q); want none refused", via, r.Requests, r.Errors, r.IOErrors, r.FirstStatus)
 		}
