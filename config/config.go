@@ -111,6 +111,19 @@ type Agent struct {
 	// NATSListen, in standalone mode, also exposes the embedded broker on
 	// this loopback address (for tools); off by default.
 	NATSListen string `yaml:"nats_listen"`
+	// Idempotency bounds the Idempotency-Key table (docs/idempotency.md).
+	Idempotency Idempotency `yaml:"idempotency"`
+}
+
+// Idempotency bounds the idempotency keys an agent keeps, in memory and in
+// its log directory.
+type Idempotency struct {
+	// Window is how long a key is kept after its write was answered
+	// (default 24h; 1s..720h): a retry within it gets the first answer.
+	Window time.Duration `yaml:"window"`
+	// MaxKeys bounds the keys kept (default 1000000); at the bound the
+	// oldest key is evicted early and a retry with it is applied again.
+	MaxKeys int `yaml:"max_keys"`
 }
 
 // Rollup configures a rollup process.
@@ -270,6 +283,7 @@ func Default() Config {
 			HTTP: "127.0.0.1:8080", Data: "./data",
 			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
 			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
+			Idempotency: Idempotency{Window: region.DefaultIdempotencyConfig().Window, MaxKeys: region.DefaultIdempotencyConfig().MaxKeys},
 		},
 		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
 			Interval: rd.Interval, StaleAfter: rd.StaleAfter, Sample: rd.Sample, Batch: rd.Batch,
@@ -356,6 +370,8 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_DURABILITY", &c.Agent.Durability)
 	dur("EDGECOUNT_DURABILITY_INTERVAL", &c.Agent.DurabilityInterval)
 	num64("EDGECOUNT_LOG_MAX_BYTES", &c.Agent.LogMaxBytes)
+	dur("EDGECOUNT_IDEMPOTENCY_WINDOW", &c.Agent.Idempotency.Window)
+	num("EDGECOUNT_IDEMPOTENCY_MAX_KEYS", &c.Agent.Idempotency.MaxKeys)
 	str("EDGECOUNT_ROLLUP_HTTP", &c.Rollup.HTTP)
 	str("EDGECOUNT_ROLLUP_DATA", &c.Rollup.Data)
 	dur("EDGECOUNT_RECOUNT_INTERVAL", &c.Rollup.Recount.Interval)
@@ -473,6 +489,7 @@ func (c Config) validate(role Role) error {
 		if logErrs := c.logErrors(); len(logErrs) > 0 {
 			errs = append(errs, logErrs...)
 			ac.Log = region.DefaultLogConfig() // reported above, by field
+			ac.Idempotency = region.DefaultIdempotencyConfig()
 		}
 		if err := ac.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("agent: %w", err))
@@ -570,6 +587,12 @@ func (c Config) logErrors() []error {
 	if d != wal.None && c.Agent.Data == "" {
 		errs = append(errs, errors.New("agent.data: must not be empty with a durable log"))
 	}
+	if w := c.Agent.Idempotency.Window; w < time.Second || w > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("agent.idempotency.window %v: want 1s..720h", w))
+	}
+	if n := c.Agent.Idempotency.MaxKeys; n < 1 || n > 100_000_000 {
+		errs = append(errs, fmt.Errorf("agent.idempotency.max_keys %d: want 1..100000000", n))
+	}
 	return errs
 }
 
@@ -586,6 +609,7 @@ func (c Config) AgentConfig() region.Config {
 		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),
 		SyncInterval: c.Agent.DurabilityInterval, MaxBytes: c.Agent.LogMaxBytes,
 	}
+	ac.Idempotency = region.IdempotencyConfig{Window: c.Agent.Idempotency.Window, MaxKeys: c.Agent.Idempotency.MaxKeys}
 	t := c.Trending
 	ac.Trending = region.TrendingConfig{
 		Counters: t.Counters, SummaryBytes: t.SummaryBytes, ListLen: t.ListLen,

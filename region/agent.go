@@ -49,6 +49,8 @@ type Config struct {
 	// (durability none) keeps every write in memory only until it is
 	// flushed.
 	Log LogConfig
+	// Idempotency bounds the idempotency keys (IncrementOnce, ReactOnce).
+	Idempotency IdempotencyConfig
 }
 
 // DefaultConfig returns the defaults for region.
@@ -68,6 +70,7 @@ func DefaultConfig(region, agentID string) Config {
 		Counters:         DefaultCountersConfig(),
 		Trending:         DefaultTrendingConfig(),
 		Log:              DefaultLogConfig(),
+		Idempotency:      DefaultIdempotencyConfig(),
 	}
 }
 
@@ -111,6 +114,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Log.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Idempotency.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -222,6 +228,7 @@ type Agent struct {
 
 	log      *durable // nil: no log (durability none)
 	logStats LogStats
+	keys     *keyTable
 
 	stopping  atomic.Bool
 	startOnce sync.Once
@@ -257,6 +264,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		epoch = uint64(time.Now().UnixNano())
 	}
 	a.counters = NewCounters(deps.Directory, cfg.Counters)
+	a.keys = newKeyTable(cfg.Idempotency, a.now)
 	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
 	a.dir, a.trendStore, a.shardWriter = deps.Directory, deps.Trending, deps.ShardWriter
@@ -342,7 +350,7 @@ func (a *Agent) React(ctx context.Context, userID, contentID string, action enga
 	if a.stopping.Load() {
 		return ReactResult{}, ErrStopping
 	}
-	return a.react(ctx, userID, contentID, action)
+	return a.react(ctx, nil, userID, contentID, action)
 }
 
 // GetReaction returns a user's reaction row.
