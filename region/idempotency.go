@@ -487,7 +487,9 @@ func (a *Agent) keyUnchanged(ctx context.Context, kc *keyClaim, res ReactResult)
 		a.settleClaim(kc, ans, 0)
 		return nil
 	}
-	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), appendKeyed(nil, &kc.rec), func(i uint64) { a.settleClaim(kc, ans, i) })
+	rec := kc.rec
+	rec.alone = true
+	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), appendKeyed(nil, &rec), func(i uint64) { a.settleClaim(kc, ans, i) })
 	if err != nil {
 		return fmt.Errorf("cannot log reaction key: %w", a.mapLogErr(err))
 	}

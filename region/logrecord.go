@@ -384,9 +384,14 @@ const (
 	recKeys  byte = 'k'
 )
 
-// keyAnswered flags a recKeyed record that carries its answer (an intent
-// carries only the key: its answer is known once it is resolved).
-const keyAnswered byte = 1
+// Flags of a recKeyed record: keyAnswered, it carries its answer (an
+// intent carries only the key: its answer is known once it is resolved);
+// keyAlone, it guards no record (a reaction that changed nothing), so that
+// a record cut short never passes for one.
+const (
+	keyAnswered byte = 1
+	keyAlone    byte = 2
+)
 
 // Answer kinds.
 const (
@@ -400,6 +405,7 @@ type keyRecord struct {
 	digest   digest
 	at       int64 // Unix ns
 	answered bool
+	alone    bool // no guarded record follows
 	ans      answer
 }
 
@@ -475,11 +481,14 @@ func (r *reader) keyID() string {
 // record follows it.
 func appendKeyed(b []byte, k *keyRecord) []byte {
 	b = append(b, recKeyed)
+	var flags byte
 	if k.answered {
-		b = append(b, keyAnswered)
-	} else {
-		b = append(b, 0)
+		flags |= keyAnswered
 	}
+	if k.alone {
+		flags |= keyAlone
+	}
+	b = append(b, flags)
 	b = appendStr(b, k.id)
 	b = append(b, k.digest[:]...)
 	b = binary.AppendVarint(b, k.at)
@@ -497,13 +506,11 @@ func decodeKeyed(p []byte) (keyRecord, []byte, error) {
 	if r.byte1() != recKeyed {
 		return k, nil, errRecord
 	}
-	switch r.byte1() {
-	case 0:
-	case keyAnswered:
-		k.answered = true
-	default:
-		return k, nil, errRecord
+	flags := r.byte1()
+	if flags&^(keyAnswered|keyAlone) != 0 || flags == keyAlone {
+		return k, nil, errRecord // a key alone always has its answer
 	}
+	k.answered, k.alone = flags&keyAnswered != 0, flags&keyAlone != 0
 	k.id = r.keyID()
 	k.digest = r.digest()
 	k.at = r.varint()
@@ -513,8 +520,8 @@ func decodeKeyed(p []byte) (keyRecord, []byte, error) {
 	if r.err != nil {
 		return k, nil, r.err
 	}
-	if len(r.b) > 0 && r.b[0] == recKeyed {
-		return k, nil, errRecord // one key per write
+	if k.alone != (len(r.b) == 0) || len(r.b) > 0 && r.b[0] == recKeyed {
+		return k, nil, errRecord // one key per write, and a write unless alone
 	}
 	return k, r.b, nil
 }
