@@ -161,7 +161,7 @@ type keyEntry struct {
 
 // keyEntryBytes is the memory of one key beside its id, measured by
 // TestKeyTableMemory (map slot, entry, channel, queue slots).
-const keyEntryBytes = 240
+const keyEntryBytes = 290
 
 func (e *keyEntry) bytes() int64 { return keyEntryBytes + int64(len(e.id)) }
 
