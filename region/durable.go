@@ -356,10 +356,10 @@ func (a *Agent) Recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
 		}
-		rec := a.wrapResolution(pi, &rs, appendResolution(nil, &rs))
+		rec, keep := a.keyedResolution(pi, &rs, appendResolution(nil, &rs))
 		if _, err := d.intake.AppendApply(context.WithoutCancel(ctx), rec, func(i uint64) {
 			a.addDeltas(rs.content, rs.deltas)
-			a.settleResolution(pi, &rs, i)
+			keep(i)
 		}); err != nil {
 			return fmt.Errorf("cannot log a settled reaction: %w", err)
 		}

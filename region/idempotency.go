@@ -376,13 +376,15 @@ type keyClaim struct {
 	rec keyRecord
 }
 
-// settleClaim records a claim's answer; the key came from the log when it
-// has no entry.
-func (a *Agent) settleClaim(kc *keyClaim, ans answer, intake uint64) {
-	if kc.e == nil {
-		kc.e = &keyEntry{id: kc.rec.id, digest: kc.rec.digest, done: make(chan struct{})}
+// settleClaim records a claim's answer given at at; the key came from the
+// log when the claim has no entry. It does not change kc, which a pending
+// intent may share with the flusher.
+func (a *Agent) settleClaim(kc *keyClaim, ans answer, at int64, intake uint64) {
+	e := kc.e
+	if e == nil {
+		e = &keyEntry{id: kc.rec.id, digest: kc.rec.digest, done: make(chan struct{})}
 	}
-	a.keys.settle(kc.e, ans, kc.rec.at, intake)
+	a.keys.settle(e, ans, at, intake)
 }
 
 // IncrementOnce is Increment under an idempotency key: the first request
@@ -417,13 +419,13 @@ func (a *Agent) IncrementOnce(ctx context.Context, k IdempotencyKey, incs []Incr
 	kc := keyClaim{e: e, rec: keyRecord{id: e.id, digest: dg, at: a.now().UnixNano(), answered: true, ans: ans}}
 	if a.log == nil {
 		a.addIncrements(incs)
-		a.settleClaim(&kc, ans, 0)
+		a.settleClaim(&kc, ans, kc.rec.at, 0)
 		return len(incs), false, nil
 	}
 	payload := append(appendKeyed(make([]byte, 0, len(inner)+64+len(e.id)), &kc.rec), inner...)
 	_, err = a.log.intake.AppendApply(context.WithoutCancel(ctx), payload, func(i uint64) {
 		a.addIncrements(incs)
-		a.settleClaim(&kc, ans, i)
+		a.settleClaim(&kc, ans, kc.rec.at, i)
 	})
 	if err != nil {
 		a.keys.abandon(e)
@@ -481,15 +483,13 @@ func intentAnswer(in *intent) answer {
 // nothing: with a log, in a key record of its own (there is no write to
 // guard), before the answer goes out.
 func (a *Agent) keyUnchanged(ctx context.Context, kc *keyClaim, res ReactResult) error {
-	ans := answer{kind: ansReaction, react: res}
-	kc.rec.at, kc.rec.answered, kc.rec.ans = a.now().UnixNano(), true, ans
+	rec := kc.rec
+	rec.at, rec.answered, rec.ans, rec.alone = a.now().UnixNano(), true, answer{kind: ansReaction, react: res}, true
 	if a.log == nil {
-		a.settleClaim(kc, ans, 0)
+		a.settleClaim(kc, rec.ans, rec.at, 0)
 		return nil
 	}
-	rec := kc.rec
-	rec.alone = true
-	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), appendKeyed(nil, &rec), func(i uint64) { a.settleClaim(kc, ans, i) })
+	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), appendKeyed(nil, &rec), func(i uint64) { a.settleClaim(kc, rec.ans, rec.at, i) })
 	if err != nil {
 		return fmt.Errorf("cannot log reaction key: %w", a.mapLogErr(err))
 	}
@@ -502,8 +502,7 @@ func (a *Agent) keyApplied(kc *keyClaim, res ReactResult) {
 	if kc == nil || a.log != nil {
 		return
 	}
-	kc.rec.at = a.now().UnixNano()
-	a.settleClaim(kc, answer{kind: ansReaction, react: res}, 0)
+	a.settleClaim(kc, answer{kind: ansReaction, react: res}, a.now().UnixNano(), 0)
 }
 
 // wrapIntent puts the key (without an answer) in front of an intent
@@ -517,23 +516,18 @@ func wrapIntent(kc *keyClaim, rec []byte) []byte {
 	return append(appendKeyed(make([]byte, 0, len(rec)+32+len(k.id)), &k), rec...)
 }
 
-// wrapResolution puts the key and the answer in front of the resolution
-// of an intent that applied; it returns the resolution alone otherwise.
-func (a *Agent) wrapResolution(pi *pendingIntent, rs *resolution, rec []byte) []byte {
+// keyedResolution puts the key and the answer in front of the resolution
+// rec of an intent that applied, and returns what to run in the record's
+// apply to keep the key; for any other resolution it returns rec and a
+// function that does nothing.
+func (a *Agent) keyedResolution(pi *pendingIntent, rs *resolution, rec []byte) ([]byte, func(index uint64)) {
 	if pi.key == nil || !rs.applied {
-		return rec
+		return rec, func(uint64) {}
 	}
-	pi.key.rec.at, pi.key.rec.answered, pi.key.rec.ans = a.now().UnixNano(), true, intentAnswer(&pi.in)
-	return append(appendKeyed(make([]byte, 0, len(rec)+64+len(pi.key.rec.id)), &pi.key.rec), rec...)
-}
-
-// settleResolution records the key of a resolved intent (inside the
-// resolution's apply).
-func (a *Agent) settleResolution(pi *pendingIntent, rs *resolution, index uint64) {
-	if pi.key == nil || !rs.applied {
-		return
-	}
-	a.settleClaim(pi.key, pi.key.rec.ans, index)
+	k := pi.key.rec
+	k.at, k.answered, k.ans = a.now().UnixNano(), true, intentAnswer(&pi.in)
+	kc := pi.key
+	return append(appendKeyed(make([]byte, 0, len(rec)+64+len(k.id)), &k), rec...), func(i uint64) { a.settleClaim(kc, k.ans, k.at, i) }
 }
 
 // keysRecordBytes bounds one keys-log record.

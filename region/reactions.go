@@ -200,9 +200,10 @@ func (a *Agent) logIntent(ctx context.Context, in *intent, kc *keyClaim) (*pendi
 // intent from the row; either way the change is counted once.
 func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolution) error {
 	d := a.log
-	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), a.wrapResolution(pi, rs, appendResolution(nil, rs)), func(i uint64) {
+	rec, keep := a.keyedResolution(pi, rs, appendResolution(nil, rs))
+	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), rec, func(i uint64) {
 		a.addDeltas(rs.content, rs.deltas)
-		a.settleResolution(pi, rs, i)
+		keep(i)
 		d.mu.Lock()
 		delete(d.pending, rs.id)
 		d.mu.Unlock()
