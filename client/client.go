@@ -46,9 +46,12 @@ func WithRetries(attempts int, min, max time.Duration) Option {
 }
 
 // WithRetryUnanswered also retries a POST /v1/increments that got no answer
-// at all (connection lost, timeout), with the same Idempotency-Key. Only
-// safe against servers that honour the key; without it such a retry may
-// count the batch twice. Reactions are retried either way: setting a
+// at all (connection lost, timeout), with the same Idempotency-Key. An
+// edge agent applies a key once within its window (agent.idempotency,
+// 24 h by default) and answers the retry with the first answer; keys are
+// per agent, so this is safe only while the retry reaches the same agent
+// (a load balancer with affinity, or one agent). Otherwise such a retry
+// may count the batch twice. Reactions are retried either way: setting a
 // reaction twice is setting it once.
 func WithRetryUnanswered(on bool) Option { return func(c *Client) { c.unanswerd = on } }
 

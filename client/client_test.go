@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -249,5 +250,62 @@ func TestUnansweredBatchNotRetried(t *testing.T) {
 	calls.Store(0)
 	if _, err := c.React(ctx, "u", "a", client.Like); err == nil || calls.Load() != 3 {
 		t.Fatalf("React = %v after %d calls; want an error after 3", err, calls.Load())
+	}
+}
+
+// TestRetryAfterDroppedConnectionCountedOnce: the connection of a batch is
+// dropped after the agent applied it and before the answer reached the
+// client; the client's retry carries the same Idempotency-Key, gets the
+// first answer, and the agent counts the batch once.
+func TestRetryAfterDroppedConnectionCountedOnce(t *testing.T) {
+	base := startAgent(t)
+	var calls atomic.Int32
+	var keys sync.Map
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		keys.Store(r.Header.Get("Idempotency-Key"), true)
+		out, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		out.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(out)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		if n == 1 {
+			// Applied by the agent; the answer is lost with the connection.
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+	c, _ := client.New(proxy.URL, client.WithRetries(3, time.Millisecond, 10*time.Millisecond), client.WithRetryUnanswered(true))
+	n, err := c.Increments(t.Context(), []client.Increment{{ContentID: "dropped", Counter: "view", Delta: 7}})
+	if err != nil || n != 1 || calls.Load() != 2 {
+		t.Fatalf("Increments = %d, %v after %d calls; want 1 accepted on the 2nd", n, err, calls.Load())
+	}
+	count := 0
+	keys.Range(func(k, _ any) bool { count++; return k.(string) != "" })
+	if count != 1 {
+		t.Fatalf("%d distinct Idempotency-Keys over the retry; want 1", count)
+	}
+	direct, _ := client.New(base)
+	testenv.Eventually(t, 20*time.Second, "7 views", func() (string, bool) {
+		got, err := direct.Count(t.Context(), "dropped", "")
+		return fmt.Sprint(got.Counters["view"], err), err == nil && got.Counters["view"] >= 7
+	})
+	time.Sleep(2500 * time.Millisecond) // two flushes of the standalone agent
+	if got, err := direct.Count(t.Context(), "dropped", ""); err != nil || got.Counters["view"] != 7 {
+		t.Fatalf("views %d, %v; want 7 (the retry counted once)", got.Counters["view"], err)
 	}
 }

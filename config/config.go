@@ -116,6 +116,19 @@ type Agent struct {
 	NATSListen string `yaml:"nats_listen"`
 	// TLS makes the HTTP listener serve HTTPS.
 	TLS TLS `yaml:"tls"`
+	// Idempotency bounds the Idempotency-Key table (docs/idempotency.md).
+	Idempotency Idempotency `yaml:"idempotency"`
+}
+
+// Idempotency bounds the idempotency keys an agent keeps, in memory and in
+// its log directory.
+type Idempotency struct {
+	// Window is how long a key is kept after its write was answered
+	// (default 24h; 1s..720h): a retry within it gets the first answer.
+	Window time.Duration `yaml:"window"`
+	// MaxKeys bounds the keys kept (default 1000000); at the bound the
+	// oldest key is evicted early and a retry with it is applied again.
+	MaxKeys int `yaml:"max_keys"`
 }
 
 // TLS is a listener's certificate: with both files the listener serves
@@ -311,6 +324,7 @@ func Default() Config {
 			HTTP: "127.0.0.1:8080", Data: "./data",
 			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second, ShutdownTimeout: 30 * time.Second,
 			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
+			Idempotency: Idempotency{Window: region.DefaultIdempotencyConfig().Window, MaxKeys: region.DefaultIdempotencyConfig().MaxKeys},
 		},
 		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
 			Interval: rd.Interval, StaleAfter: rd.StaleAfter, Sample: rd.Sample, Batch: rd.Batch,
@@ -397,6 +411,8 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_DURABILITY", &c.Agent.Durability)
 	dur("EDGECOUNT_DURABILITY_INTERVAL", &c.Agent.DurabilityInterval)
 	num64("EDGECOUNT_LOG_MAX_BYTES", &c.Agent.LogMaxBytes)
+	dur("EDGECOUNT_IDEMPOTENCY_WINDOW", &c.Agent.Idempotency.Window)
+	num("EDGECOUNT_IDEMPOTENCY_MAX_KEYS", &c.Agent.Idempotency.MaxKeys)
 	str("EDGECOUNT_ROLLUP_HTTP", &c.Rollup.HTTP)
 	str("EDGECOUNT_ROLLUP_DATA", &c.Rollup.Data)
 	dur("EDGECOUNT_RECOUNT_INTERVAL", &c.Rollup.Recount.Interval)
@@ -529,6 +545,7 @@ func (c Config) validate(role Role) error {
 		if logErrs := c.logErrors(); len(logErrs) > 0 {
 			errs = append(errs, logErrs...)
 			ac.Log = region.DefaultLogConfig() // reported above, by field
+			ac.Idempotency = region.DefaultIdempotencyConfig()
 		}
 		if err := ac.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("agent: %w", err))
@@ -630,6 +647,12 @@ func (c Config) logErrors() []error {
 	if d != wal.None && c.Agent.Data == "" {
 		errs = append(errs, errors.New("agent.data: must not be empty with a durable log"))
 	}
+	if w := c.Agent.Idempotency.Window; w < time.Second || w > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("agent.idempotency.window %v: want 1s..720h", w))
+	}
+	if n := c.Agent.Idempotency.MaxKeys; n < 1 || n > 100_000_000 {
+		errs = append(errs, fmt.Errorf("agent.idempotency.max_keys %d: want 1..100000000", n))
+	}
 	return errs
 }
 
@@ -646,6 +669,7 @@ func (c Config) AgentConfig() region.Config {
 		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),
 		SyncInterval: c.Agent.DurabilityInterval, MaxBytes: c.Agent.LogMaxBytes,
 	}
+	ac.Idempotency = region.IdempotencyConfig{Window: c.Agent.Idempotency.Window, MaxKeys: c.Agent.Idempotency.MaxKeys}
 	t := c.Trending
 	ac.Trending = region.TrendingConfig{
 		Counters: t.Counters, SummaryBytes: t.SummaryBytes, ListLen: t.ListLen,

@@ -82,6 +82,8 @@ func TestBadFixtures(t *testing.T) {
 		{"bad-durability-interval.yaml", RoleAgent, []string{
 			"agent.durability_interval 0s: must be positive", "agent.log_max_bytes 1000: want at least 8388608",
 			"agent.data: must not be empty with a durable log"}},
+		{"bad-idempotency.yaml", RoleAgent, []string{
+			"agent.idempotency.window 100ms: want 1s..720h", "agent.idempotency.max_keys 0: want 1..100000000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

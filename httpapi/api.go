@@ -86,6 +86,7 @@ var contentTypeJSON = []string{"application/json"}
 
 type api struct {
 	svc        Service
+	idem       Idempotent // nil: svc keeps no idempotency keys
 	cfg        Config
 	mux        *http.ServeMux
 	m          *metrics
@@ -172,6 +173,11 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		a.scopes[r] = true
 	}
 	a.cluster = o.cluster
+	if a.idem, _ = svc.(Idempotent); a.idem != nil {
+		if err := registerIdempotency(reg, a.idem); err != nil {
+			return nil, fmt.Errorf("cannot build http api: %w", err)
+		}
+	}
 	if o.admin != nil {
 		a.admin = NewAdmin(o.admin, logger)
 	}

@@ -36,9 +36,9 @@ func Authenticate(next http.Handler, policy auth.Policy, reg prometheus.Register
 			next.ServeHTTP(w, r)
 			return
 		}
-		_, err := policy.Keeper.Tokens().Check(r.Header.Get("Authorization"), need)
+		name, err := policy.Keeper.Tokens().Check(r.Header.Get("Authorization"), need)
 		if err == nil {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withCaller(r, name)) // the scope of idempotency keys
 			return
 		}
 		var ce *auth.CheckError

@@ -277,3 +277,43 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIdempotencyKey: the Idempotency-Key parser accepts exactly 1 to 128
+// bytes of printable ASCII and refuses anything else with a 400 naming
+// the header, before the body is read or the Service called.
+func FuzzIdempotencyKey(f *testing.F) {
+	ta := newTestAPI(f, testConfig())
+	f.Fuzz(func(t *testing.T, key string) {
+		valid := len(key) >= 1 && len(key) <= 128
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				valid = false
+			}
+		}
+		got, e := parseIdempotencyKey(http.Header{headerIdempotencyKey: {key}})
+		switch {
+		case valid && (e != nil || got != key):
+			t.Fatalf("key %q: got %q, %+v; want it accepted", key, got, e)
+		case !valid && (e == nil || e.status != http.StatusBadRequest || e.field != headerIdempotencyKey || e.msg == ""):
+			t.Fatalf("key %q: got %q, %+v; want a 400 naming %s", key, got, e, headerIdempotencyKey)
+		}
+		// Through the handler (the fake keeps no keys: a valid key is a
+		// 501), never reaching the Service.
+		ta.fake.reset()
+		req := httptest.NewRequest(http.MethodPost, "/v1/increments", strings.NewReader(`{"increments":[{"content_id":"v","counter":"view","delta":1}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header[headerIdempotencyKey] = []string{key}
+		rec := httptest.NewRecorder()
+		ta.h.ServeHTTP(rec, req)
+		want := http.StatusBadRequest
+		if valid {
+			want = http.StatusNotImplemented
+		}
+		if rec.Code != want || !strings.Contains(rec.Body.String(), `"field":"Idempotency-Key"`) {
+			t.Fatalf("key %q: answer %d %s, want %d naming the header", key, rec.Code, rec.Body, want)
+		}
+		if calls := ta.fake.Calls(); len(calls) != 0 {
+			t.Fatalf("key %q reached the service: %q", key, calls)
+		}
+	})
+}

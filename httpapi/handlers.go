@@ -71,6 +71,8 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case r.Context().Err() != nil:
 		e = &apiError{status: StatusClientClosedRequest, msg: "client closed request"}
+	case errors.Is(err, region.ErrKeyConflict):
+		e = errKeyConflict
 	case errors.Is(err, region.ErrContended):
 		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; nothing was applied, retry"}
 	case errors.Is(err, region.ErrStopping):
@@ -96,6 +98,11 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
+	key, e := a.idempotencyKeyOf(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
 	body, e := a.readPost(w, r)
 	if e != nil {
 		a.writeError(w, e)
@@ -106,7 +113,17 @@ func (a *api) postReaction(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, e)
 		return
 	}
-	res, err := a.svc.React(r.Context(), req.UserID, req.ContentID, req.Action)
+	var res region.ReactResult
+	var err error
+	if key != "" {
+		var replayed bool
+		res, replayed, err = a.idem.ReactOnce(r.Context(), idempotencyKey(r, key), req.UserID, req.ContentID, req.Action)
+		if replayed {
+			markReplayed(w)
+		}
+	} else {
+		res, err = a.svc.React(r.Context(), req.UserID, req.ContentID, req.Action)
+	}
 	if err != nil {
 		a.serviceError(w, r, err)
 		return
@@ -121,9 +138,13 @@ var errIncrementsType = &apiError{status: http.StatusUnsupportedMediaType, field
 	msg: "Content-Type must be application/json or " + contentTypeProtobuf}
 
 func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
+	key, e := a.idempotencyKeyOf(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
 	pb := isProtobuf(r)
 	var body string
-	var e *apiError
 	if pb {
 		body, e = a.readBodyString(w, r)
 	} else {
@@ -145,7 +166,16 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 	}
 	n := len(incs)
 	var err error
-	if e == nil {
+	switch {
+	case e != nil:
+	case key != "":
+		var replayed bool
+		n, replayed, err = a.idem.IncrementOnce(r.Context(), idempotencyKey(r, key), incs)
+		if replayed {
+			markReplayed(w)
+			n = -n // answered as the first time, not counted again below
+		}
+	default:
 		err = a.svc.Increment(r.Context(), incs)
 	}
 	clear(incs) // do not pin request bodies from the pool
@@ -160,7 +190,11 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	a.m.increments.Add(float64(n))
+	if n < 0 {
+		n = -n
+	} else {
+		a.m.increments.Add(float64(n))
+	}
 	if pb {
 		a.answerProtobuf(w, http.StatusAccepted, func(dst []byte) []byte { return appendIntField(dst, 1, int64(n)) })
 		return

@@ -119,6 +119,7 @@ type exchange struct {
 	method string
 	target string // path and query
 	ctype  string // request Content-Type; "" sends none
+	key    string // Idempotency-Key; "" sends none
 	body   []byte
 	status int // the answer's status
 	req    reqRule
@@ -163,6 +164,9 @@ func send(t *testing.T, c *http.Client, base string, x exchange) result {
 	}
 	if x.ctype != "" {
 		req.Header.Set("Content-Type", x.ctype)
+	}
+	if x.key != "" {
+		req.Header.Set("Idempotency-Key", x.key)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -486,6 +490,23 @@ func TestAgentConformsToTheDocument(t *testing.T) {
 		{name: "increments protobuf delta 0", method: "POST", target: "/v1/increments", ctype: ctProto,
 			body: pbIncrements([3]any{"v1", "view", 0}), status: 400, req: reqBeyondSchema,
 			op: "POST /v1/increments " + ctProto, pendingUnless: notProto},
+		// Idempotency-Key on both writes.
+		{name: "increments keyed", method: "POST", target: "/v1/increments", ctype: ctJSON, key: "conformance-1",
+			body: []byte(`{"increments":[{"content_id":"v7","counter":"view","delta":2}]}`), status: 202, op: "POST /v1/increments " + ctJSON},
+		{name: "increments keyed, retried (the first answer)", method: "POST", target: "/v1/increments", ctype: ctJSON, key: "conformance-1",
+			body: []byte(`{"increments":[{"content_id":"v7","counter":"view","delta":2}]}`), status: 202, op: "POST /v1/increments " + ctJSON},
+		{name: "increments keyed, another body", method: "POST", target: "/v1/increments", ctype: ctJSON, key: "conformance-1",
+			body: []byte(`{"increments":[{"content_id":"v7","counter":"view","delta":3}]}`), status: 422, op: "POST /v1/increments " + ctJSON},
+		{name: "increments key of 129 bytes", method: "POST", target: "/v1/increments", ctype: ctJSON, key: strings.Repeat("k", 129),
+			body: []byte(`{"increments":[{"content_id":"v7","counter":"view","delta":2}]}`), status: 400, req: reqInvalid, op: "POST /v1/increments " + ctJSON},
+		{name: "increments key not ASCII", method: "POST", target: "/v1/increments", ctype: ctJSON, key: "clé",
+			body: []byte(`{"increments":[{"content_id":"v7","counter":"view","delta":2}]}`), status: 400, req: reqInvalid, op: "POST /v1/increments " + ctJSON},
+		{name: "reaction keyed", method: "POST", target: "/v1/reactions", ctype: ctJSON, key: "conformance-2",
+			body: []byte(`{"user_id":"u1","content_id":"v7","action":"like"}`), status: 200, op: "POST /v1/reactions " + ctJSON},
+		{name: "reaction keyed, retried (the first answer)", method: "POST", target: "/v1/reactions", ctype: ctJSON, key: "conformance-2",
+			body: []byte(`{"user_id":"u1","content_id":"v7","action":"like"}`), status: 200, op: "POST /v1/reactions " + ctJSON},
+		{name: "reaction keyed, another body", method: "POST", target: "/v1/reactions", ctype: ctJSON, key: "conformance-2",
+			body: []byte(`{"user_id":"u1","content_id":"v7","action":"dislike"}`), status: 422, op: "POST /v1/reactions " + ctJSON},
 		// POST /v1/reactions
 		{name: "reaction like", method: "POST", target: "/v1/reactions", ctype: ctJSON,
 			body: []byte(`{"user_id":"u1","content_id":"v1","action":"like"}`), status: 200, op: "POST /v1/reactions " + ctJSON},

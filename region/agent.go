@@ -53,6 +53,8 @@ type Config struct {
 	// (durability none) keeps every write in memory only until it is
 	// flushed.
 	Log LogConfig
+	// Idempotency bounds the idempotency keys (IncrementOnce, ReactOnce).
+	Idempotency IdempotencyConfig
 }
 
 // DefaultConfig returns the defaults for region.
@@ -74,6 +76,7 @@ func DefaultConfig(region, agentID string) Config {
 		Counters:         DefaultCountersConfig(),
 		Trending:         DefaultTrendingConfig(),
 		Log:              DefaultLogConfig(),
+		Idempotency:      DefaultIdempotencyConfig(),
 	}
 }
 
@@ -123,6 +126,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Log.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Idempotency.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -235,6 +241,7 @@ type Agent struct {
 
 	log      *durable // nil: no log (durability none)
 	logStats LogStats
+	keys     *keyTable
 
 	stopping  atomic.Bool
 	startOnce sync.Once
@@ -270,6 +277,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		epoch = uint64(time.Now().UnixNano())
 	}
 	a.counters = NewCounters(deps.Directory, cfg.Counters)
+	a.keys = newKeyTable(cfg.Idempotency, a.now)
 	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL, cfg.CachePushedTTL)
 	a.feed.init(cfg.Partitions, cfg.PushStaleAfter)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
@@ -356,7 +364,7 @@ func (a *Agent) React(ctx context.Context, userID, contentID string, action enga
 	if a.stopping.Load() {
 		return ReactResult{}, ErrStopping
 	}
-	return a.react(ctx, userID, contentID, action)
+	return a.react(ctx, nil, userID, contentID, action)
 }
 
 // GetReaction returns a user's reaction row.

@@ -31,6 +31,10 @@
 //     row, and only then truncates the intake log below that index. An
 //     intent still pending at a checkpoint is appended again before the
 //     truncation, so it is never dropped.
+//   - An idempotency key is in the intake record of the write it guards, and
+//     a flush writes the keys of the records it truncates to the keys log
+//     first (docs/idempotency.md); the key table's mutex comes after the
+//     wal's gate.
 //
 // The agent id and the epoch come from the data directory (LoadIdentity):
 // the id is made once, the epoch strictly increases from run to run.

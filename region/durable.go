@@ -117,6 +117,7 @@ type durable struct {
 	cfg    LogConfig
 	intake *wal.Log
 	outbox *wal.Log
+	keys   *wal.Log // idempotency keys that outlive their intake records
 
 	recovered atomic.Bool
 	fullAt    atomic.Int64 // unix ns of the last ErrFull, for Ready
@@ -134,6 +135,9 @@ type pendingIntent struct {
 	// could not be appended; the flusher retries it.
 	decided *resolution
 	since   time.Time // when the intent was logged (this run)
+	// key is the idempotency key of a keyed reaction (its record starts
+	// with it); nil otherwise.
+	key *keyClaim
 }
 
 // outboxLogBytes is the outbox log's budget: room for the in-memory bound
@@ -154,12 +158,28 @@ func openLogs(cfg Config) (*durable, []wal.Problem, error) {
 		in.Close()
 		return nil, nil, fmt.Errorf("cannot open outbox log: %w", err)
 	}
-	d.intake, d.outbox = in, out
-	return d, append(rin.Problems, rout.Problems...), nil
+	keys, rkeys, err := wal.Open(cfg.Log.walConfig(filepath.Join(cfg.Log.Dir, "keys"), keysLogBytes(cfg.Idempotency)))
+	if err != nil {
+		out.Close()
+		in.Close()
+		return nil, nil, fmt.Errorf("cannot open idempotency keys log: %w", err)
+	}
+	d.intake, d.outbox, d.keys = in, out, keys
+	problems := append(rin.Problems, rout.Problems...)
+	return d, append(problems, rkeys.Problems...), nil
+}
+
+// keysLogBytes is the keys log's budget: MaxKeys keys of the largest
+// size, and three segments (the oldest, partly expired; the active one;
+// the next).
+func keysLogBytes(c IdempotencyConfig) int64 {
+	const maxKeyRecord = maxKeyIDBytes + 48
+	seg := int64(64 << 20)
+	return max(int64(c.MaxKeys)*maxKeyRecord+3*seg, 4*minLogBytes)
 }
 
 func (d *durable) close() error {
-	return errors.Join(d.outbox.Close(), d.intake.Close())
+	return errors.Join(d.outbox.Close(), d.intake.Close(), d.keys.Close())
 }
 
 // mapErr turns a log error into the agent's sentinel.
@@ -243,8 +263,12 @@ func (a *Agent) Recover(ctx context.Context) error {
 		a.flusher.enqueue(msgs)
 		a.logStats.MessagesReplayed.Add(uint64(len(msgs)))
 	}
-	// 2. The intake: records at or above covered are not in any logged
-	// flush; intents and resolutions are collected everywhere.
+	// 2. The keys that outlived their intake records.
+	if err := a.replayKeys(); err != nil {
+		return fmt.Errorf("cannot replay idempotency keys log: %w", err)
+	}
+	// 3. The intake: records at or above covered are not in any logged
+	// flush; intents, resolutions and keys are collected everywhere.
 	intents := make(map[uint64]*pendingIntent)
 	var order []uint64
 	resolved := make(map[uint64]bool)
@@ -254,6 +278,29 @@ func (a *Agent) Recover(ctx context.Context) error {
 			return nil
 		}
 		var err error
+		var key *keyClaim
+		var answered *keyRecord
+		orig := p
+		if p[0] == recKeyed {
+			var k keyRecord
+			if k, p, err = decodeKeyed(p); err != nil {
+				p = []byte{0} // reported below
+			} else if k.answered {
+				answered = &k
+			} else {
+				key = &keyClaim{rec: k}
+			}
+		}
+		if len(p) == 0 {
+			if answered == nil {
+				a.logStats.RecordsMalformed.Add(1)
+				return nil
+			}
+			// A key alone: a reaction that changed nothing.
+			a.keys.restore(answered, 0, i)
+			a.logStats.RecordsReplayed.Add(1)
+			return nil
+		}
 		switch p[0] {
 		case recIncrements:
 			if i >= covered {
@@ -265,7 +312,7 @@ func (a *Agent) Recover(ctx context.Context) error {
 				if pi, ok := intents[in.id]; ok {
 					pi.index = i
 				} else {
-					intents[in.id] = &pendingIntent{index: i, payload: append([]byte(nil), p...), in: in, since: time.Now()}
+					intents[in.id] = &pendingIntent{index: i, payload: append([]byte(nil), orig...), in: in, since: time.Now(), key: key}
 					order = append(order, in.id)
 				}
 			}
@@ -287,14 +334,18 @@ func (a *Agent) Recover(ctx context.Context) error {
 			a.logger.Error("intake record does not decode; not applied", "index", i, "err", err)
 			return nil
 		}
+		if answered != nil {
+			a.keys.restore(answered, 0, i)
+		}
 		a.logStats.RecordsReplayed.Add(1)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("cannot replay intake log: %w", err)
 	}
-	// 3. Settle the intents without a resolution: each gets one, appended
-	// (and its deltas counted) before the truncation below can drop it.
+	// 4. Settle the intents without a resolution: each gets one, appended
+	// (and its deltas counted, and its key kept) before the truncation
+	// below can drop it.
 	for _, id := range order {
 		if resolved[id] {
 			continue
@@ -305,21 +356,28 @@ func (a *Agent) Recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
 		}
-		if _, err := d.intake.AppendApply(context.WithoutCancel(ctx), appendResolution(nil, &rs), func(uint64) { a.addDeltas(rs.content, rs.deltas) }); err != nil {
+		rec, keep := a.keyedResolution(pi, &rs, appendResolution(nil, &rs))
+		if _, err := d.intake.AppendApply(context.WithoutCancel(ctx), rec, func(i uint64) {
+			a.addDeltas(rs.content, rs.deltas)
+			keep(i)
+		}); err != nil {
 			return fmt.Errorf("cannot log a settled reaction: %w", err)
 		}
 	}
-	// 4. A crash between logging a flush and truncating the intake log
-	// below what it carries leaves those records: drop them now.
+	// 5. A crash between logging a flush and truncating the intake log
+	// below what it carries leaves those records: drop them now, once
+	// their keys are in the keys log.
 	if next := d.intake.Stats().NextIndex; covered > next {
 		a.logger.Warn("outbox covers intake records the log does not have (power cut in interval mode?)", "covered", covered, "next", next)
 		covered = next
 	}
+	a.moveKeys(covered)
 	if err := d.intake.TruncateBefore(covered); err != nil {
 		return fmt.Errorf("cannot truncate intake log: %w", err)
 	}
 	d.recovered.Store(true)
 	a.logger.Info("log replayed", "outbox_messages", len(msgs), "intake_records", a.logStats.RecordsReplayed.Load(),
+		"idempotency_keys", a.keys.st.Keys.Load(),
 		"intents_settled", a.logStats.IntentsSettled.Load(), "intents_ambiguous", a.logStats.IntentsAmbiguous.Load())
 	return nil
 }

@@ -294,6 +294,8 @@ func (f *flusher) logFlush(out []outMsg, next uint64, carry []*pendingIntent) er
 	}
 	// From here the flush is durable: a failed truncation only leaves
 	// records that Recover drops (it truncates below the outbox's next).
+	// The idempotency keys of those records go to the keys log first.
+	a.moveKeys(next)
 	if err := d.intake.TruncateBefore(next); err != nil {
 		a.logStats.TruncateErrors.Add(1)
 		a.logger.Warn("cannot truncate the intake log after a flush", "err", err)

@@ -364,3 +364,207 @@ func decodeOutRecord(p []byte) (outRecord, error) {
 	m.partition, m.sums = uint32(part), int(sums)
 	return m, nil
 }
+
+// Idempotency keys (docs/idempotency.md).
+//
+// Intake log:
+//   - recKeyed: a keyed write: flags (keyAnswered: the record carries the
+//     first answer), the key's id (scope, NUL, key), its body digest (16
+//     bytes), the time (Unix ns), the answer when flagged, then the
+//     guarded record itself (recIncrements, recIntent/recNamedIntent,
+//     recResolution, or nothing: a reaction that changed nothing). The key
+//     and the write are one record: one is durable exactly when the other
+//     is.
+//
+// Keys log (Dir/keys):
+//   - recKeys: the keys whose intake records a flush is about to truncate:
+//     a count, then (id, digest, time, answer) each.
+const (
+	recKeyed byte = 'K'
+	recKeys  byte = 'k'
+)
+
+// Flags of a recKeyed record: keyAnswered, it carries its answer (an
+// intent carries only the key: its answer is known once it is resolved);
+// keyAlone, it guards no record (a reaction that changed nothing), so that
+// a record cut short never passes for one.
+const (
+	keyAnswered byte = 1
+	keyAlone    byte = 2
+)
+
+// Answer kinds.
+const (
+	ansIncrements byte = 'i'
+	ansReaction   byte = 'r'
+)
+
+// keyRecord is the key part of a recKeyed record or one entry of recKeys.
+type keyRecord struct {
+	id       string
+	digest   digest
+	at       int64 // Unix ns
+	answered bool
+	alone    bool // no guarded record follows
+	ans      answer
+}
+
+func appendAnswer(b []byte, a *answer) []byte {
+	b = append(b, a.kind)
+	if a.kind == ansIncrements {
+		return binary.AppendUvarint(b, uint64(a.accepted))
+	}
+	b = append(b, byte(a.react.Previous), byte(a.react.Action))
+	b = binary.AppendVarint(b, a.react.Version)
+	if a.react.Changed {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func (r *reader) answer() answer {
+	var a answer
+	switch a.kind = r.byte1(); a.kind {
+	case ansIncrements:
+		n := r.uvarint()
+		if n > 1<<24 {
+			r.err = errRecord
+		}
+		a.accepted = int(n)
+	case ansReaction:
+		a.react.Previous = engagement.Action(r.byte1())
+		a.react.Action = engagement.Action(r.byte1())
+		a.react.Version = r.varint()
+		switch r.byte1() {
+		case 0:
+		case 1:
+			a.react.Changed = true
+		default:
+			r.err = errRecord
+		}
+		if !validAction(a.react.Previous) || !validAction(a.react.Action) {
+			r.err = errRecord
+		}
+	default:
+		r.err = errRecord
+	}
+	return a
+}
+
+func validAction(a engagement.Action) bool {
+	return a == engagement.ActionLike || a == engagement.ActionDislike || a == engagement.ActionNone
+}
+
+func (r *reader) digest() digest {
+	var d digest
+	if r.err != nil {
+		return d
+	}
+	if len(r.b) < len(d) {
+		r.err = errRecord
+		return d
+	}
+	copy(d[:], r.b)
+	r.b = r.b[len(d):]
+	return d
+}
+
+func (r *reader) keyID() string {
+	id := r.str()
+	if r.err == nil && (id == "" || len(id) > maxKeyIDBytes) {
+		r.err = errRecord
+	}
+	return id
+}
+
+// appendKeyed encodes the key part of a recKeyed record; the guarded
+// record follows it.
+func appendKeyed(b []byte, k *keyRecord) []byte {
+	b = append(b, recKeyed)
+	var flags byte
+	if k.answered {
+		flags |= keyAnswered
+	}
+	if k.alone {
+		flags |= keyAlone
+	}
+	b = append(b, flags)
+	b = appendStr(b, k.id)
+	b = append(b, k.digest[:]...)
+	b = binary.AppendVarint(b, k.at)
+	if k.answered {
+		b = appendAnswer(b, &k.ans)
+	}
+	return b
+}
+
+// decodeKeyed splits a recKeyed record into its key and the guarded
+// record (empty for a key alone); inner aliases p.
+func decodeKeyed(p []byte) (keyRecord, []byte, error) {
+	r := reader{b: p}
+	var k keyRecord
+	if r.byte1() != recKeyed {
+		return k, nil, errRecord
+	}
+	flags := r.byte1()
+	if flags&^(keyAnswered|keyAlone) != 0 || flags == keyAlone {
+		return k, nil, errRecord // a key alone always has its answer
+	}
+	k.answered, k.alone = flags&keyAnswered != 0, flags&keyAlone != 0
+	k.id = r.keyID()
+	k.digest = r.digest()
+	k.at = r.varint()
+	if k.answered {
+		k.ans = r.answer()
+	}
+	if r.err != nil {
+		return k, nil, r.err
+	}
+	if k.alone != (len(r.b) == 0) || len(r.b) > 0 && r.b[0] == recKeyed {
+		return k, nil, errRecord // one key per write, and a write unless alone
+	}
+	return k, r.b, nil
+}
+
+// appendKeys encodes one keys-log record.
+func appendKeys(b []byte, keys []keyRecord) []byte {
+	b = append(b, recKeys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for i := range keys {
+		k := &keys[i]
+		b = appendStr(b, k.id)
+		b = append(b, k.digest[:]...)
+		b = binary.AppendVarint(b, k.at)
+		b = appendAnswer(b, &k.ans)
+	}
+	return b
+}
+
+// decodeKeys calls fn with each key of a keys-log record; it checks the
+// whole record first, so a malformed one restores nothing.
+func decodeKeys(p []byte, fn func(k keyRecord)) error {
+	for pass := 0; pass < 2; pass++ {
+		r := reader{b: p}
+		if r.byte1() != recKeys {
+			return errRecord
+		}
+		n := r.uvarint()
+		if n > uint64(len(p)) {
+			return errRecord
+		}
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			k := keyRecord{answered: true}
+			k.id = r.keyID()
+			k.digest = r.digest()
+			k.at = r.varint()
+			k.ans = r.answer()
+			if pass == 1 && r.err == nil {
+				fn(k)
+			}
+		}
+		if err := r.done(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -21,6 +21,45 @@ func sampleRecords() [][]byte {
 			prevWriters: []uint64{7, 1 << 60}, next: engagement.Reaction{Action: engagement.ActionLike, Region: "us", Version: 1, Incarnation: 4}}),
 		appendResolution(nil, &resolution{id: 42, applied: true, content: "c", deltas: []Delta{{"like", "eu", -1}, {"dislike", "us", 1}}}),
 		appendOutRecord(nil, &outRecord{covered: 17, partition: 3, id: "a/1/2/3", sums: 2, data: []byte("payload")}),
+		append(appendKeyed(nil, &sampleKeys[0]), appendIncrements(nil, "us", []Increment{{ContentID: "a", Counter: "view", Delta: 3}})...),
+		appendKeyed(nil, &sampleKeys[1]),
+		append(appendKeyed(nil, &keyRecord{id: "\x00k3", digest: digest{9}, at: 7}), appendIntent(nil, &in)...),
+		appendKeys(nil, sampleKeys),
+	}
+}
+
+var sampleKeys = []keyRecord{
+	{id: "tenant\x00k1", digest: digest{1, 2, 3}, at: 1e18, answered: true, ans: answer{kind: ansIncrements, accepted: 10_000}},
+	{id: "\x00k2", digest: digest{4}, at: -5, answered: true, alone: true,
+		ans: answer{kind: ansReaction, react: ReactResult{Previous: engagement.ActionLike, Action: engagement.ActionLike, Version: 7}}},
+}
+
+// TestKeyRecordRoundTrip: keyed records and keys-log records decode to
+// what was encoded.
+func TestKeyRecordRoundTrip(t *testing.T) {
+	recs := sampleRecords()
+	k, inner, err := decodeKeyed(recs[6])
+	if err != nil || k != sampleKeys[0] || len(inner) == 0 || inner[0] != recIncrements {
+		t.Fatalf("keyed increments: %+v %q %v", k, inner, err)
+	}
+	k, inner, err = decodeKeyed(recs[7])
+	if err != nil || k != sampleKeys[1] || len(inner) != 0 {
+		t.Fatalf("key alone: %+v %q %v", k, inner, err)
+	}
+	k, inner, err = decodeKeyed(recs[8])
+	if err != nil || k.answered || k.id != "\x00k3" || len(inner) == 0 || inner[0] != recNamedIntent && inner[0] != recIntent {
+		t.Fatalf("keyed intent: %+v %q %v", k, inner, err)
+	}
+	var got []keyRecord
+	if err := decodeKeys(recs[9], func(k keyRecord) { got = append(got, k) }); err != nil || len(got) != 2 {
+		t.Fatalf("keys: %+v %v", got, err)
+	}
+	for i := range got {
+		want := sampleKeys[i]
+		want.alone = false // not kept in the keys log
+		if got[i] != want {
+			t.Errorf("key %d = %+v, want %+v", i, got[i], want)
+		}
 	}
 }
 
@@ -82,6 +121,15 @@ func decodeRecord(p []byte, fn func(Key, int64)) error {
 		_, err = decodeResolution(p)
 	case recMessage:
 		_, err = decodeOutRecord(p)
+	case recKeyed:
+		var k keyRecord
+		var inner []byte
+		if k, inner, err = decodeKeyed(p); err == nil && len(inner) > 0 {
+			err = decodeRecord(inner, fn)
+		}
+		_ = k
+	case recKeys:
+		err = decodeKeys(p, func(keyRecord) {})
 	default:
 		err = errRecord
 	}

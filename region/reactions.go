@@ -72,7 +72,11 @@ func counterOf(a engagement.Action) string {
 // the resolution's AppendApply, and the answer goes out after it. A crash
 // in between leaves an intent without a resolution, which Recover settles
 // against the row.
-func (a *Agent) react(ctx context.Context, userID, contentID string, action engagement.Action) (ReactResult, error) {
+//
+// kc, when not nil, is the request's idempotency key: it goes into the
+// intent and the resolution of the write that applies (or, when nothing
+// changes, into a record of its own), see ReactOnce.
+func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID string, action engagement.Action) (ReactResult, error) {
 	if a.log != nil && !a.log.recovered.Load() {
 		return ReactResult{}, ErrRecovering
 	}
@@ -86,8 +90,14 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 			prev = cur.Action
 		}
 		if prev == action {
+			res := ReactResult{Previous: prev, Action: action, Version: cur.Version}
+			if kc != nil {
+				if err := a.keyUnchanged(ctx, kc, res); err != nil {
+					return ReactResult{}, err
+				}
+			}
 			a.stats.ReactionsUnchanged.Add(1)
-			return ReactResult{Previous: prev, Action: action, Version: cur.Version}, nil
+			return res, nil
 		}
 		now := a.now()
 		// The intent id names the write (its token), so that a lost
@@ -114,7 +124,7 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 		in.next = next
 		var pi *pendingIntent
 		if a.log != nil {
-			if pi, err = a.logIntent(ctx, &in); err != nil {
+			if pi, err = a.logIntent(ctx, &in, kc); err != nil {
 				return ReactResult{}, err
 			}
 		}
@@ -157,7 +167,9 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 			continue
 		}
 		a.stats.ReactionsChanged.Add(1)
-		return ReactResult{Previous: prev, Action: action, Version: next.Version, Changed: true}, nil
+		res := ReactResult{Previous: prev, Action: action, Version: next.Version, Changed: true}
+		a.keyApplied(kc, res)
+		return res, nil
 	}
 	a.stats.ReactionsContended.Add(1)
 	return ReactResult{}, ErrContended
@@ -166,8 +178,8 @@ func (a *Agent) react(ctx context.Context, userID, contentID string, action enga
 // logIntent appends in to the intake log and registers it as pending,
 // inside the append's apply so that a checkpoint never sees the record
 // without the registration.
-func (a *Agent) logIntent(ctx context.Context, in *intent) (*pendingIntent, error) {
-	pi := &pendingIntent{payload: appendIntent(nil, in), in: *in, since: time.Now()}
+func (a *Agent) logIntent(ctx context.Context, in *intent, kc *keyClaim) (*pendingIntent, error) {
+	pi := &pendingIntent{payload: wrapIntent(kc, appendIntent(nil, in)), in: *in, since: time.Now(), key: kc}
 	d := a.log
 	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), pi.payload, func(i uint64) {
 		d.mu.Lock()
@@ -188,8 +200,10 @@ func (a *Agent) logIntent(ctx context.Context, in *intent) (*pendingIntent, erro
 // intent from the row; either way the change is counted once.
 func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolution) error {
 	d := a.log
-	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), appendResolution(nil, rs), func(uint64) {
+	rec, keep := a.keyedResolution(pi, rs, appendResolution(nil, rs))
+	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), rec, func(i uint64) {
 		a.addDeltas(rs.content, rs.deltas)
+		keep(i)
 		d.mu.Lock()
 		delete(d.pending, rs.id)
 		d.mu.Unlock()
