@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/internal/testenv"
 )
 
 // served is an http.Handler that answers each request by sending it over a
@@ -222,7 +225,13 @@ func TestPipelining(t *testing.T) {
 // runs is answered in the API's error shape and closes the connection.
 func TestServerRejectsUnreadable(t *testing.T) {
 	ta := newTestAPI(t, testConfig())
-	addr := startServer(t, ta.h, ServerConfig{MaxBodyBytes: 100})
+	var logged testenv.Buffer
+	t.Cleanup(func() { // after the server's shutdown: every connection logged
+		if strings.Contains(logged.String(), "canary") {
+			t.Errorf("the server's log quotes a request's token:\n%s", logged.String())
+		}
+	})
+	addr := startServer(t, ta.h, ServerConfig{MaxBodyBytes: 100, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	for _, c := range []struct {
 		name, raw  string
 		wantStatus int
@@ -232,6 +241,9 @@ func TestServerRejectsUnreadable(t *testing.T) {
 		{"head over 64 KiB", "GET /v1/counts?content_id=" + strings.Repeat("a", 70<<10) + " HTTP/1.1\r\nHost: x\r\n\r\n", 431, `"field":"header"`},
 		{"bad request line", "GET\r\n\r\n", 400, `"field":"request"`},
 		{"bad Content-Length", "POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n", 400, `"field":"request"`},
+		// The answer never quotes the request: it may hold a token.
+		{"bad header after a token", "POST /v1/increments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer canary-0123456789abcdef\r\nContent-Length: x\r\n\r\n", 400, `"field":"request"`},
+		{"bad line after a token", "GET /v1/counts/a HTTP/1.1\r\nAuthorization: Bearer canary-0123456789abcdef\r\nno colon here\r\n\r\n", 400, `"field":"request"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
@@ -246,6 +258,9 @@ func TestServerRejectsUnreadable(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := io.ReadAll(resp.Body)
+			if strings.Contains(string(got), "canary") {
+				t.Errorf("answer %s quotes the request's token", got)
+			}
 			if resp.StatusCode != c.wantStatus || !strings.Contains(string(got), c.wantField) ||
 				resp.Header.Get("Content-Type") != "application/json" || !resp.Close {
 				t.Errorf("answer %d %s %q (close %v), want %d naming %s, closing", resp.StatusCode, got,

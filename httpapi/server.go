@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,6 +178,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// unquoted is fasthttp's reason for refusing a request without the part
+// of the request it quotes (a header line, the whole buffer): it may hold
+// a token.
+func unquoted(err error) string {
+	msg := err.Error()
+	for _, cut := range []string{`"`, "buffer size=", "contents:"} {
+		if i := strings.Index(msg, cut); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return strings.TrimRight(msg, ": ,")
+}
+
 // requestError answers a request fasthttp could not read, in the API's
 // error shape.
 func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
@@ -195,7 +209,7 @@ func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 		body = appendError(nil, &apiError{msg: "request not received in time"})
 	default:
 		status = http.StatusBadRequest
-		body = appendError(nil, &apiError{field: "request", msg: "request is not valid HTTP/1.1: " + err.Error()})
+		body = appendError(nil, &apiError{field: "request", msg: "request is not valid HTTP/1.1: " + unquoted(err)})
 	}
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
@@ -599,5 +613,13 @@ func (w *fastWriter) finish() {
 type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
+	if strings.HasPrefix(format, "error when serving connection") && len(args) == 3 {
+		// The error quotes the request it could not read, which may hold a
+		// token: only its reason is logged.
+		if err, ok := args[2].(error); ok {
+			l.log.Warn("error when serving a connection", "local", fmt.Sprint(args[0]), "remote", fmt.Sprint(args[1]), "err", unquoted(err))
+			return
+		}
+	}
 	l.log.Warn(fmt.Sprintf(format, args...))
 }
