@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,19 +107,12 @@ func otherCA(tb testing.TB) string {
 func TestClusterTLS(t *testing.T) {
 	tc := needCluster(t)
 	good := clusterTLS(t, tc)
-	ks := fmt.Sprintf("edgecount_tls_%016x", mrand.Uint64())
+	ks := sharedKeyspace
 	cfg := tc.config(tc.dcs[0], ks)
 	cfg.TLS = good
 	dialer := &firstByteDialer{}
 	cfg.dialer = dialer
 	s := openStore(t, cfg)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.execSchema(ctx, "DROP KEYSPACE IF EXISTS "+ks); err != nil {
-			t.Errorf("cannot drop keyspace %s: %v", ks, err)
-		}
-	})
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +162,7 @@ func TestClusterPasswordNeverShown(t *testing.T) {
 		testenv.Unavailable(t, "the cluster does not authenticate; start it with "+clusterStart)
 	}
 	const canary = "canary-9c41f7d2e8"
-	cfg := tc.config(tc.dcs[0], "edgecount_auth")
+	cfg := tc.config(tc.dcs[0], sharedKeyspace)
 	cfg.Password = canary
 	cfg.ConnectTimeout = 5 * time.Second
 
@@ -198,9 +190,14 @@ func TestClusterPasswordNeverShown(t *testing.T) {
 	t.Logf("Open with a wrong password: %v", err)
 
 	cfg.Password = clusterPassword
-	cfg.Keyspace = fmt.Sprintf("edgecount_auth_%016x", mrand.Uint64())
-	s := openStore(t, cfg)
-	if err := s.execSchema(t.Context(), "DROP KEYSPACE IF EXISTS "+cfg.Keyspace); err != nil {
+	cfg.Keyspace = sharedKeyspace
+	if err := openStore(t, cfg).Ping(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// sharedKeyspace is the keyspace of the cluster tests that only connect:
+// created by the first, kept (every "cassandra-cluster.sh up" starts
+// empty), so that later opens skip the slow schema changes of a 2-DC
+// cluster.
+const sharedKeyspace = "edgecount_cluster_shared"
