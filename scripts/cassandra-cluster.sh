@@ -26,7 +26,10 @@
 #   EDGECOUNT_CASSANDRA_CLUSTER_DCS   number of data centres, one node each (default 2, at most 5)
 #   EDGECOUNT_CASSANDRA_CLUSTER_AUTH  "password": PasswordAuthenticator (login cassandra/cassandra
 #                                     until a test creates its role); default: no authentication
-#   EDGECOUNT_CASSANDRA_DIR           where scripts/cassandra.sh installed the jars (its lib/)
+#   EDGECOUNT_CASSANDRA_CLUSTER_RING_DELAY_MS  how long a joining node waits for pending ranges
+#                                     (default 3000; Cassandra's own is 30000)
+#   EDGECOUNT_CASSANDRA_DIR           where scripts/cassandra.sh installed the jars (its lib/;
+#                                     up records it, start-dc reuses it)
 #   EDGECOUNT_CASSANDRA_HEAP          JVM heap per node (default 1G)
 #   EDGECOUNT_CASSANDRA_TIMEOUT       seconds a node may take to become ready (default 240)
 #   EDGECOUNT_CASSANDRA_CPUS          pin the nodes to these CPUs with taskset
