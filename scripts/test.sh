@@ -49,6 +49,9 @@ start=$SECONDS
 bring_up nats
 bring_up redis
 bring_up cassandra
+t0=$SECONDS
+./scripts/chromium.sh install # the dashboard's browser tests (./dashboard/); nothing to start or stop
+echo "== chromium: ready in $((SECONDS - t0))s"
 # The cluster starts after the single node, its nodes one after another
 # (each start is printed).
 t0=$SECONDS
