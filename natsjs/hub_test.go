@@ -11,8 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/internal/testenv"
+	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/natsjs/natsjstest"
 )
@@ -360,6 +362,35 @@ func TestHubSourcesRegions(t *testing.T) {
 	if oc.Retention != jetstream.LimitsPolicy || oc.MaxBytes != 64<<20 || oc.MaxAge != time.Hour || oc.Duplicates != time.Minute {
 		t.Errorf("origin stream config %+v", oc)
 	}
+	u, err := w.agents["r1"].Usage(t.Context(), originStream("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Msgs != 200 || u.Bytes == 0 || u.LimitBytes != 64<<20 || u.MaxAge != time.Hour || time.Since(u.Oldest) > time.Minute {
+		t.Errorf("origin usage %+v", u)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := errors.Join(metrics.RegisterRegionStream(reg, w.agents["r1"], originStream("r1")), metrics.RegisterHubSources(reg, w.rollup, w.hubCfg)); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			k := mf.GetName()
+			for _, lp := range m.GetLabel() {
+				k += "{" + lp.GetValue() + "}"
+			}
+			got[k] = m.GetGauge().GetValue()
+		}
+	}
+	if got["edgecount_region_stream_messages"] != 200 || got["edgecount_region_stream_limit_bytes"] != 64<<20 || got["edgecount_region_stream_up"] != 1 ||
+		got["edgecount_hub_stream_up"] != 1 || got["edgecount_hub_source_lag{r2}"] != 0 || got["edgecount_hub_source_active_seconds{r1}"] < 0 {
+		t.Errorf("metrics %v", got)
+	}
 	if got := st.CachedInfo().State.Msgs; got != 200 { // its own, none of r2's
 		t.Errorf("origin holds %d messages after the hub took them, want 200 (limits retention)", got)
 	}
@@ -405,6 +436,17 @@ func TestHubRegionCut(t *testing.T) {
 	w.regions["r1"].Cut()
 	cutAt, before := time.Now(), len(l1.snapshot())
 	time.Sleep(cut)
+	// During the cut the hub shows no error and a stale lag of 0; only
+	// the source's Active keeps growing (what the rollup exports and the
+	// alert watches).
+	srcs, err := w.rollup.Sources(t.Context(), w.hubCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srcs[0].Region != "r1" || srcs[0].Active < cut/2 || srcs[1].Active > cut/2 {
+		t.Errorf("sources during r1's cut: %+v; want r1 inactive for about %v, r2 active", srcs, cut)
+	}
+	t.Logf("sources during the cut: %+v", srcs)
 	during := l1.snapshot()
 	last := w.originLastSeq(t, "r1")
 	w.regions["r1"].Restore()
