@@ -38,7 +38,9 @@ func TestRegionalStreamConfig(t *testing.T) {
 		{func(c *StreamConfig) { c.MaxBytes = -1 }, "max bytes -1"},
 		{func(c *StreamConfig) { c.Domain, c.Hub = "x", &Hub{Sources: []Source{{Region: "a", Domain: "a"}}} }, "cannot also have sources"},
 		{func(c *StreamConfig) { c.Hub = &Hub{} }, "at least one source"},
-		{func(c *StreamConfig) { c.Hub = &Hub{Sources: []Source{{Region: "a", Domain: "d"}, {Region: "b", Domain: "d"}}} }, `domain "d" is listed twice`},
+		{func(c *StreamConfig) {
+			c.Hub = &Hub{Sources: []Source{{Region: "a", Domain: "d"}, {Region: "b", Domain: "d"}}}
+		}, `domain "d" is listed twice`},
 		{func(c *StreamConfig) { c.Hub = &Hub{Sources: []Source{{Region: "a b", Domain: "d>", Stream: "s.t"}}} }, `region "a b"`},
 	} {
 		c := testStreamConfig(2)
