@@ -40,6 +40,9 @@ type Config struct {
 	CacheTTL time.Duration
 	// CacheEntries bounds the read cache (items).
 	CacheEntries int
+	// FreshPeerTimeout bounds how long a fresh read waits for the region
+	// peers' held deltas; a peer slower than that is named in the answer.
+	FreshPeerTimeout time.Duration
 	// Counters configures the sharded counter table.
 	Counters CountersConfig
 	// Trending configures the trending summaries and the hot-counter rule;
@@ -65,6 +68,7 @@ func DefaultConfig(region, agentID string) Config {
 		ReactionAttempts: 16,
 		CacheTTL:         100 * time.Millisecond,
 		CacheEntries:     100_000,
+		FreshPeerTimeout: 50 * time.Millisecond,
 		Counters:         DefaultCountersConfig(),
 		Trending:         DefaultTrendingConfig(),
 		Log:              DefaultLogConfig(),
@@ -100,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("cache ttl %v: want >= 0", c.CacheTTL))
+	}
+	if c.FreshPeerTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("fresh peer timeout %v: want > 0", c.FreshPeerTimeout))
 	}
 	if c.CacheEntries < 1 {
 		errs = append(errs, fmt.Errorf("cache entries %d: want at least 1", c.CacheEntries))
@@ -181,6 +188,8 @@ type Stats struct {
 	OutboxMessages     atomic.Int64
 	CacheHits          atomic.Uint64
 	CacheMisses        atomic.Uint64
+	FreshReads         atomic.Uint64 // reads with consistency fresh
+	FreshPeerMisses    atomic.Uint64 // peers that did not answer one in time
 	// Trending.
 	TrendingNanos     atomic.Uint64 // time spent on trending in flushes
 	TopListsShipped   atomic.Uint64 // per-partition trending lists put in messages
@@ -207,8 +216,11 @@ type Agent struct {
 	counters *Counters
 	cache    *statsCache
 	push     pushStats
-	flusher  *flusher
-	stats    Stats
+	held     heldState // flushed messages, for fresh reads (fresh.go)
+	// heldPeers asks the region's other agents for their held deltas.
+	heldPeers atomic.Pointer[HeldPeers]
+	flusher   *flusher
+	stats     Stats
 
 	dir         Directory
 	trend       *trending // nil: trending off
@@ -258,6 +270,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	}
 	a.counters = NewCounters(deps.Directory, cfg.Counters)
 	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL)
+	a.held.progress = make([]atomic.Uint64, cfg.Partitions)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
 	a.dir, a.trendStore, a.shardWriter = deps.Directory, deps.Trending, deps.ShardWriter
 	if cfg.Log.Enabled() {
@@ -403,7 +416,7 @@ func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]e
 	out := make(map[string][]engagement.Stats, len(contentIDs))
 	var missing []string
 	for _, id := range contentIDs {
-		if rows, ok := a.cache.get(id, now); ok {
+		if rows, _, ok := a.cache.get(id, now); ok {
 			if rows != nil {
 				out[id] = rows
 			}
@@ -425,7 +438,8 @@ func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]e
 		return nil, fmt.Errorf("cannot read totals: %w", err)
 	}
 	for _, id := range missing {
-		if rows := a.cache.put(id, got[id], start); rows != nil {
+		a.noteProgress(got[id])
+		if rows, _ := a.cache.put(id, got[id], start); rows != nil {
 			out[id] = rows
 		}
 	}

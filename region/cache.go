@@ -118,6 +118,10 @@ type cacheValue struct {
 	// loaded is when the store read whose result the rows include began
 	// (Unix nanoseconds); 0 while the first read is under way.
 	loaded int64
+	// current is when the rows were last known current (Unix
+	// nanoseconds): loaded, or the arrival of a later push that changed
+	// them.
+	current int64
 }
 
 func newStatsCache(entries int, ttl time.Duration) *statsCache {
@@ -129,23 +133,24 @@ func newStatsCache(entries int, ttl time.Duration) *statsCache {
 	return c
 }
 
-// get returns the rows of id if its last store read is younger than ttl.
-func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, bool) {
+// get returns the rows of id, and when they were last known current, if
+// its last store read is younger than ttl.
+func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, time.Time, bool) {
 	if c.ttl == 0 {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	e, ok := c.lookup(id)
 	if !ok {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	v := e.v.Load()
 	if v.loaded == 0 || now.UnixNano()-v.loaded >= int64(c.ttl) {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	if !e.read.Load() {
 		e.read.Store(true)
 	}
-	return v.rows, true
+	return v.rows, time.Unix(0, v.current), true
 }
 
 // expect makes id warm before its store read begins, so that a push that
@@ -170,29 +175,31 @@ func (c *statsCache) expect(id string) {
 
 // put records rows, read from the store by a read that began at start,
 // as id's, keeping any newer row a push brought meanwhile, and returns
-// the rows id has now.
-func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time) []engagement.Stats {
+// the rows id has now and when they were last known current.
+func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time) ([]engagement.Stats, time.Time) {
 	if c.ttl == 0 {
-		return rows
+		return rows, start
 	}
 	c.expect(id)
 	e, ok := c.lookup(id)
 	if !ok {
-		return rows // evicted meanwhile
+		return rows, start // evicted meanwhile
 	}
 	for {
 		old := e.v.Load()
 		merged, _ := mergeRows(old.rows, rows)
-		if e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: max(old.loaded, start.UnixNano())}) {
-			return merged
+		loaded := max(old.loaded, start.UnixNano())
+		v := &cacheValue{rows: merged, loaded: loaded, current: max(old.current, loaded)}
+		if e.v.CompareAndSwap(old, v) {
+			return merged, time.Unix(0, v.current)
 		}
 	}
 }
 
-// push applies rows the rollup wrote to the warm items among them and
-// returns how many rows changed an item. rows are grouped by item (in any
-// order of items); items that are not warm are left alone.
-func (c *statsCache) push(rows []engagement.Stats) int {
+// push applies rows the rollup wrote, arriving at now, to the warm items
+// among them and returns how many rows changed an item. rows are grouped
+// by item (in any order of items); items that are not warm are left alone.
+func (c *statsCache) push(rows []engagement.Stats, now time.Time) int {
 	c.pushRows.Add(uint64(len(rows)))
 	applied := 0
 	for i := 0; i < len(rows); {
@@ -204,7 +211,7 @@ func (c *statsCache) push(rows []engagement.Stats) int {
 			for {
 				old := e.v.Load()
 				merged, n := mergeRows(old.rows, rows[i:j])
-				if n == 0 || e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: old.loaded}) {
+				if n == 0 || e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: old.loaded, current: max(old.current, now.UnixNano())}) {
 					applied += n
 					break
 				}

@@ -48,10 +48,12 @@ func (a *Agent) ReadCacheStats() ReadCacheStats {
 // caller must not modify them afterwards. Safe for concurrent use.
 func (a *Agent) ApplyRows(written time.Time, rows []engagement.Stats) int {
 	a.push.pushes.Add(1)
+	now := a.now()
 	if !written.IsZero() {
-		a.push.lagNano.Store(int64(a.now().Sub(written)))
+		a.push.lagNano.Store(int64(now.Sub(written)))
 	}
-	return a.cache.push(rows)
+	a.noteProgress(rows)
+	return a.cache.push(rows, now)
 }
 
 // WarmCounts puts in dst[i] the rows of ids[i] if the item is warm, and
@@ -62,7 +64,7 @@ func (a *Agent) WarmCounts(ids []string, dst [][]engagement.Stats) bool {
 	now := a.now()
 	all := true
 	for i, id := range ids {
-		rows, ok := a.cache.get(id, now)
+		rows, _, ok := a.cache.get(id, now)
 		dst[i] = rows
 		all = all && ok
 	}

@@ -215,6 +215,9 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 			return nil, err
 		}
 		n.agent.SetPeers(gossipPeers{n.gossip})
+		// Fresh reads ask the peers for their held deltas.
+		n.gossip.SetQueryHandler(n.agent.AnswerHeld)
+		n.agent.SetHeldPeers(freshPeers{n.gossip})
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
