@@ -221,6 +221,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
+	regs = append(regs, registerFresh(reg, n.agent, n.gossip))
 	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
 		metrics.RegisterPublisher(reg, pub), metrics.RegisterNATSClient(reg, n.bus))
 	if n.directory != nil {
