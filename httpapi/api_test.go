@@ -637,3 +637,22 @@ func TestTrendingUntrackedFromService(t *testing.T) {
 		t.Fatalf("service calls = %q; want none", calls)
 	}
 }
+
+// TestFreshMissingPeers: a fresh answer names the peers that did not
+// answer, in JSON as in protobuf (TestProtobufCounts).
+func TestFreshMissingPeers(t *testing.T) {
+	ta := newTestAPI(t, testConfig())
+	seed(ta.fake)
+	ta.fake.missingPeers = []string{"us-b", "us-c"}
+	rec := ta.do(t, "GET", "/v1/counts/c2?consistency=fresh", "", "")
+	want := `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z",` +
+		`"as_of":"2025-01-02T03:04:07.506Z","staleness_ms":1500,"consistency":"fresh","missing_peers":["us-b","us-c"]}`
+	if rec.Code != 200 || rec.Body.String() != want {
+		t.Errorf("answer = %d %s\nwant     200 %s", rec.Code, rec.Body, want)
+	}
+	// An eventual read never names peers.
+	rec = ta.do(t, "GET", "/v1/counts/c2", "", "")
+	if strings.Contains(rec.Body.String(), "missing_peers") || strings.Contains(rec.Body.String(), "consistency") {
+		t.Errorf("eventual answer = %s", rec.Body)
+	}
+}
