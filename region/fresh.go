@@ -293,12 +293,17 @@ func (a *Agent) addHeld(ctx context.Context, ids []string, dst []CountRead) Read
 
 // HeldDeltas returns, by content id, the deltas this agent holds of ids:
 // what its counters hold and what its flushed messages not yet seen
-// applied carry. It is one consistent cut: no delta is both in the
+// applied carry. Flushes remember their messages only from the first call
+// on (until then the flushed deltas of an agent nobody reads fresh are
+// not kept; the first fresh answers may miss those in flight). It is one consistent cut: no delta is both in the
 // counters and in a message (a flush drains and records under the same
 // lock).
 func (a *Agent) HeldDeltas(ids []string) map[string][]Held {
 	out := make(map[string][]Held)
 	h := &a.held
+	if !h.inUse.Load() {
+		h.inUse.Store(true)
+	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, id := range ids {
@@ -348,6 +353,9 @@ type heldState struct {
 	// progress[p] is the highest LastSeq seen on a row of partition p.
 	progress []atomic.Uint64
 	dropped  atomic.Uint64
+	// inUse is set by the first fresh read or peer query: until then a
+	// flush remembers nothing, and costs what it did without fresh reads.
+	inUse atomic.Bool
 }
 
 // heldMsg is one flushed message's sums.
@@ -374,6 +382,9 @@ func (m *heldMsg) lookup(id string) []int32 {
 // record remembers the messages out[i] of one partition, whose sums are
 // consecutive ranges of sums, and points out[i].held at them. h.mu is held.
 func (h *heldState) record(out []outMsg, sums []partial.Sum) {
+	if !h.inUse.Load() {
+		return
+	}
 	floor := h.lastAck.Load()
 	for i := range out {
 		n := out[i].sums
