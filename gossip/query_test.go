@@ -46,15 +46,17 @@ func TestQueryAnswers(t *testing.T) {
 	}
 
 	// c stops without leaving: a still counts it live for a while, and
-	// its query must not wait for it past the context.
+	// its query must not wait for it past the context (its port refuses
+	// the stream, so the send fails at once; a silent host would cost the
+	// context's deadline).
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ctx2, cancel2 := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel2()
 	start := time.Now()
 	answers, err = a.Query(ctx2, []byte("x"))
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("query took %v with a member down", took)
 	}
 	if err != nil {
