@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -121,5 +122,54 @@ func TestFreshShowsPeersHeldDeltas(t *testing.T) {
 		if got["view"] != 3 {
 			t.Errorf("fresh views with b down = %d, want a's own 3", got["view"])
 		}
+	}
+}
+
+// TestFreshNeverDoubleCounts: a standalone agent (real embedded NATS, its
+// broker sequences, the in-process rollup and its row pushes) takes writes
+// one at a time while a fresh read follows each: a fresh answer never
+// exceeds what was acknowledged (no delta counted twice, whichever step of
+// held, flushed, acknowledged, applied it is at), and once the writes
+// stop it is the total, as eventual becomes.
+func TestFreshNeverDoubleCounts(t *testing.T) {
+	n := startTestNode(t, t.TempDir(), 30*time.Millisecond)
+	defer shutdown(t, n)
+	a := n.agent
+	fresh := func(mode region.Consistency) int64 {
+		dst := make([]region.CountRead, 1)
+		if _, err := a.ReadCounts(t.Context(), []string{"nd1"}, mode, dst); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range dst[0].Rows {
+			if r.Scope == "global" {
+				return r.Counters["view"]
+			}
+		}
+		return 0
+	}
+	fresh(region.Fresh) // fresh reads in use from the first write on
+	var acked int64
+	deadline := time.Now().Add(3 * time.Second)
+	misses := 0
+	for time.Now().Before(deadline) {
+		if err := a.Increment(t.Context(), []region.Increment{{ContentID: "nd1", Counter: "view", Delta: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		acked++
+		got := fresh(region.Fresh)
+		if got > acked {
+			t.Fatalf("fresh = %d after %d acknowledged writes: counted twice", got, acked)
+		}
+		if got < acked {
+			misses++
+		}
+	}
+	t.Logf("%d writes; %d fresh answers behind (an ack in flight)", acked, misses)
+	testenv.Eventually(t, 30*time.Second, "eventual to reach the total", func() (string, bool) {
+		got := fresh(region.Eventual)
+		return fmt.Sprint(got), got == acked
+	})
+	if got := fresh(region.Fresh); got != acked {
+		t.Errorf("fresh = %d once everything is applied, want %d", got, acked)
 	}
 }
