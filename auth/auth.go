@@ -277,11 +277,15 @@ func Loopback(listen string) bool {
 }
 
 // RouteScope returns the scope a request needs: none for /healthz and
-// /readyz (and /metrics when openMetrics), admin for /admin/…, write for
-// POSTs under /v1/, read for every other request.
+// /readyz, the dashboard page (GET or HEAD /: it holds no data; what it
+// shows it fetches with the user's token) and /metrics when openMetrics,
+// admin for /admin/…, write for POSTs under /v1/, read for every other
+// request.
 func RouteScope(method, path string, openMetrics bool) (Scope, bool) {
 	switch {
 	case path == "/healthz" || path == "/readyz":
+		return 0, false
+	case path == "/" && (method == http.MethodGet || method == http.MethodHead):
 		return 0, false
 	case path == "/metrics":
 		return Read, !openMetrics

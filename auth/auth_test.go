@@ -159,7 +159,10 @@ func TestRouteScope(t *testing.T) {
 		{"GET", "/v1/counts/a", false, Read, true},
 		{"POST", "/admin/recount", false, Admin, true},
 		{"GET", "/admin/recount", false, Admin, true},
-		{"GET", "/", false, Read, true},
+		{"GET", "/", false, 0, false},
+		{"HEAD", "/", false, 0, false},
+		{"POST", "/", false, Read, true},
+		{"GET", "/x", false, Read, true},
 	}
 	for _, tt := range tests {
 		s, need := RouteScope(tt.method, tt.path, tt.open)

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgecount/edgecount/auth"
+	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/natsjs"
@@ -104,14 +105,32 @@ type Agent struct {
 	LogMaxBytes int64 `yaml:"log_max_bytes"`
 	// FlushInterval is how often counters are flushed to the broker.
 	FlushInterval time.Duration `yaml:"flush_interval"`
-	// CacheTTL is how long a read of totals is cached.
-	CacheTTL time.Duration `yaml:"cache_ttl"`
+	// CacheTTL is how long a read of totals is cached; CacheTTLPushed how
+	// long while the rollups' row pushes arrive whole (docs/read-cache.md).
+	CacheTTL       time.Duration `yaml:"cache_ttl"`
+	CacheTTLPushed time.Duration `yaml:"cache_ttl_pushed"`
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// NATSListen, in standalone mode, also exposes the embedded broker on
 	// this loopback address (for tools); off by default.
 	NATSListen string `yaml:"nats_listen"`
+	// TLS makes the HTTP listener serve HTTPS.
+	TLS TLS `yaml:"tls"`
 }
+
+// TLS is a listener's certificate: with both files the listener serves
+// HTTPS only (TLS 1.2 at least), /healthz, /readyz and /metrics included;
+// SIGHUP reloads both files, and a pair that does not load keeps the
+// certificate served. Neither file: plain HTTP.
+type TLS struct {
+	// CertFile is PEM: the certificate, then any intermediates.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is its private key, PEM.
+	KeyFile string `yaml:"key_file"`
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Rollup configures a rollup process.
 type Rollup struct {
@@ -131,6 +150,8 @@ type Rollup struct {
 	// keeps its partitions (default 5s).
 	MemberID  string        `yaml:"member_id"`
 	MemberTTL time.Duration `yaml:"member_ttl"`
+	// TLS makes the HTTP listener serve HTTPS (see TLS).
+	TLS TLS `yaml:"tls"`
 }
 
 // Gossip configures an agent's membership in its region's gossip cluster
@@ -206,10 +227,30 @@ type NATS struct {
 // Redis says how to reach the shard directory. An empty Addr means the
 // in-process directory.
 type Redis struct {
-	Addr     string `yaml:"addr"`
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
-	DB       int    `yaml:"db"`
+	Addr string `yaml:"addr"`
+	// Username and Password authenticate (an ACL user, or only a password
+	// for requirepass). Neither is ever logged.
+	Username string   `yaml:"username"`
+	Password string   `yaml:"password"`
+	DB       int      `yaml:"db"`
+	TLS      RedisTLS `yaml:"tls"`
+}
+
+// RedisTLS is the Redis client's TLS (redis-server --tls-port). It is on
+// when any field is set: Enabled alone verifies the server against the
+// system's roots.
+type RedisTLS struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile verifies the server's certificate (PEM; default the system's
+	// roots).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client's certificate, for a server
+	// with --tls-auth-clients yes.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name verified in the server's certificate
+	// (default the host of redis.addr).
+	ServerName string `yaml:"server_name"`
 }
 
 // Cassandra says how to reach the store. No hosts means the embedded store.
@@ -268,7 +309,7 @@ func Default() Config {
 		LogLevel:   "info",
 		Agent: Agent{
 			HTTP: "127.0.0.1:8080", Data: "./data",
-			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
+			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second, ShutdownTimeout: 30 * time.Second,
 			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
 		},
 		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
@@ -379,7 +420,16 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_AUTH", &c.Auth.Mode)
 	str("EDGECOUNT_GOSSIP_PROFILE", &c.Gossip.Profile)
 	str("EDGECOUNT_REDIS_ADDR", &c.Redis.Addr)
+	str("EDGECOUNT_REDIS_USERNAME", &c.Redis.Username)
 	str("EDGECOUNT_REDIS_PASSWORD", &c.Redis.Password)
+	str("EDGECOUNT_REDIS_TLS_CA", &c.Redis.TLS.CAFile)
+	str("EDGECOUNT_REDIS_TLS_CERT", &c.Redis.TLS.CertFile)
+	str("EDGECOUNT_REDIS_TLS_KEY", &c.Redis.TLS.KeyFile)
+	str("EDGECOUNT_REDIS_TLS_SERVER_NAME", &c.Redis.TLS.ServerName)
+	str("EDGECOUNT_TLS_CERT", &c.Agent.TLS.CertFile)
+	str("EDGECOUNT_TLS_KEY", &c.Agent.TLS.KeyFile)
+	str("EDGECOUNT_ROLLUP_TLS_CERT", &c.Rollup.TLS.CertFile)
+	str("EDGECOUNT_ROLLUP_TLS_KEY", &c.Rollup.TLS.KeyFile)
 	list("EDGECOUNT_CASSANDRA_HOSTS", &c.Cassandra.Hosts)
 	list("EDGECOUNT_TRENDING_COUNTERS", &c.Trending.Counters)
 	str("EDGECOUNT_CASSANDRA_KEYSPACE", &c.Cassandra.Keyspace)
@@ -450,9 +500,15 @@ func (c Config) validate(role Role) error {
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel))
 	}
+	tlsPair := func(name string, t TLS) {
+		if t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
+			errs = append(errs, fmt.Errorf("%s: cert_file and key_file go together (--tls-cert, --tls-key)", name))
+		}
+	}
 	switch role {
 	case RoleAgent:
 		addr("agent.http", c.Agent.HTTP)
+		tlsPair("agent.tls", c.Agent.TLS)
 		if c.Agent.ShutdownTimeout <= 0 {
 			errs = append(errs, fmt.Errorf("agent.shutdown_timeout %v: must be positive", c.Agent.ShutdownTimeout))
 		}
@@ -491,6 +547,7 @@ func (c Config) validate(role Role) error {
 		}
 	case RoleRollup:
 		addr("rollup.http", c.Rollup.HTTP)
+		tlsPair("rollup.tls", c.Rollup.TLS)
 		if c.NATS.URL == "" {
 			errs = append(errs, errors.New("nats.url: the rollup needs an external NATS"))
 		}
@@ -540,6 +597,9 @@ func (c Config) validate(role Role) error {
 	}
 	if c.Redis.Addr != "" {
 		addr("redis.addr", c.Redis.Addr)
+		if t := c.Redis.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+			errs = append(errs, errors.New("redis.tls: cert_file and key_file go together"))
+		}
 	}
 	if len(c.Cassandra.Hosts) > 0 {
 		if err := c.CassandraConfig().Validate(); err != nil {
@@ -581,7 +641,7 @@ func (c Config) AgentConfig() region.Config {
 	ac := region.DefaultConfig(c.Region, c.Agent.ID)
 	ac.Partitions = c.Partitions
 	ac.FlushInterval = c.Agent.FlushInterval
-	ac.CacheTTL = c.Agent.CacheTTL
+	ac.CacheTTL, ac.CachePushedTTL = c.Agent.CacheTTL, c.Agent.CacheTTLPushed
 	ac.Log = region.LogConfig{
 		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),
 		SyncInterval: c.Agent.DurabilityInterval, MaxBytes: c.Agent.LogMaxBytes,
@@ -712,6 +772,18 @@ func (c Config) GossipConfig(version string) (gossip.Config, error) {
 // larger of 30 s and three flush intervals.
 func defaultQuiet(flush time.Duration) time.Duration {
 	return max(30*time.Second, 3*flush)
+}
+
+// RedisConfig returns the shard directory's configuration (redis.addr set).
+func (c Config) RedisConfig() redisdir.Config {
+	rc := redisdir.DefaultConfig()
+	rc.Addr, rc.Username, rc.Password, rc.DB, rc.Region = c.Redis.Addr, c.Redis.Username, c.Redis.Password, c.Redis.DB, c.Region
+	t := c.Redis.TLS
+	rc.TLS = redisdir.TLSConfig{
+		Enabled: t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "",
+		CAFile:  t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName,
+	}
+	return rc
 }
 
 // CassandraConfig returns the Cassandra store's configuration.

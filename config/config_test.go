@@ -268,3 +268,81 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("none with a token file: %v; want refused", err)
 	}
 }
+
+// TestTLS: the listeners' certificates and the Redis client's TLS come from
+// YAML and the environment; a certificate without its key is refused, and
+// any Redis TLS setting turns the client's TLS on.
+func TestTLS(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tls.yaml")
+	yaml := `nats:
+  url: nats://127.0.0.1:4222
+cassandra:
+  hosts: [127.0.0.1]
+agent:
+  tls: {cert_file: /etc/ec/agent.pem, key_file: /etc/ec/agent-key.pem}
+rollup:
+  tls: {cert_file: /etc/ec/rollup.pem, key_file: /etc/ec/rollup-key.pem}
+redis:
+  addr: redis.internal:6380
+  username: agent
+  password: secret
+  tls: {ca_file: /etc/ec/redis-ca.pem, server_name: redis.internal}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := c.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.TLS != (TLS{"/etc/ec/agent.pem", "/etc/ec/agent-key.pem"}) || c.Rollup.TLS != (TLS{"/etc/ec/rollup.pem", "/etc/ec/rollup-key.pem"}) {
+		t.Errorf("tls = %+v, %+v", c.Agent.TLS, c.Rollup.TLS)
+	}
+	rc := c.RedisConfig()
+	if !rc.TLS.Enabled || rc.TLS.CAFile != "/etc/ec/redis-ca.pem" || rc.TLS.ServerName != "redis.internal" ||
+		rc.Username != "agent" || rc.Password != "secret" || rc.Addr != "redis.internal:6380" || rc.Region != c.Region {
+		t.Errorf("redis config = %+v", rc)
+	}
+	if err := rc.Validate(); err != nil {
+		t.Errorf("redis config: %v", err)
+	}
+
+	c = Default()
+	err := c.ApplyEnv(env(map[string]string{
+		"EDGECOUNT_TLS_CERT": "/a.pem", "EDGECOUNT_ROLLUP_TLS_KEY": "/r-key.pem",
+		"EDGECOUNT_REDIS_ADDR": "127.0.0.1:6380", "EDGECOUNT_REDIS_USERNAME": "u", "EDGECOUNT_REDIS_TLS_CERT": "/c.pem",
+		"EDGECOUNT_REDIS_TLS_CA": "/ca.pem", "EDGECOUNT_REDIS_TLS_SERVER_NAME": "r", "EDGECOUNT_NATS_URL": "nats://127.0.0.1:4222",
+		"EDGECOUNT_CASSANDRA_HOSTS": "127.0.0.1",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.TLS.CertFile != "/a.pem" || c.Rollup.TLS.KeyFile != "/r-key.pem" || c.Redis.Username != "u" ||
+		c.Redis.TLS != (RedisTLS{CAFile: "/ca.pem", CertFile: "/c.pem", ServerName: "r"}) {
+		t.Fatalf("from the environment: %+v", c)
+	}
+	for role, want := range map[Role][]string{
+		RoleAgent:  {"agent.tls: cert_file and key_file go together", "redis.tls: cert_file and key_file go together"},
+		RoleRollup: {"rollup.tls: cert_file and key_file go together"},
+	} {
+		c := c
+		err := c.Finish(role)
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("role %d: %v; want %q", role, err, w)
+			}
+		}
+	}
+	c = Default()
+	c.Redis.Addr = "127.0.0.1:6379"
+	if c.RedisConfig().TLS.Enabled {
+		t.Error("Redis TLS on with nothing set")
+	}
+	c.Redis.TLS.Enabled = true
+	if !c.RedisConfig().TLS.Enabled {
+		t.Error("redis.tls.enabled: true left TLS off")
+	}
+}

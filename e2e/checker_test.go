@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/client"
 )
 
 // The checker of the fault suite: a load driver that records every
@@ -46,6 +48,20 @@ const (
 	unknown                 // no answer, a reset or a 5xx: may have applied
 	refused                 // connection refused: never sent
 )
+
+// answerOf turns a call's error into what classify takes: the status of
+// an answer (200 for a 2xx, the error's for a *client.Error) or the error
+// of getting none.
+func answerOf(err error) (int, error) {
+	var e *client.Error
+	switch {
+	case err == nil:
+		return http.StatusOK, nil
+	case errors.As(err, &e):
+		return e.Status, nil
+	}
+	return 0, err
+}
 
 // classify maps an answer (or the error of getting none) to an outcome.
 func classify(status int, err error) outcome {
@@ -108,8 +124,11 @@ type load struct {
 	items   []string
 	rxItems []string
 	users   []string
-	client  *http.Client
-	rxHTTP  *http.Client
+	// One client of each agent (urls[i]) for increments and one for
+	// reactions, each with its timeout and without retries: every call
+	// is one request, whose outcome the ledger records.
+	incs []*client.Client
+	rx   []*client.Client
 
 	next      atomic.Uint64
 	downUntil []atomic.Int64 // per agent: unix ns until which it is avoided
@@ -131,13 +150,15 @@ func newLoad(cfg loadConfig, urls []string) *load {
 	l := &load{
 		cfg:       cfg,
 		urls:      urls,
-		client:    &http.Client{Timeout: cfg.timeout},
-		rxHTTP:    &http.Client{Timeout: cfg.rxTimeout},
 		downUntil: make([]atomic.Int64, len(urls)),
 		attempted: map[string]int64{},
 		ackedN:    map[string]int64{},
 		pairs:     map[pair]*pairState{},
 		stopCh:    make(chan struct{}),
+	}
+	for _, u := range urls {
+		l.incs = append(l.incs, newClient(u, cfg.timeout))
+		l.rx = append(l.rx, newClient(u, cfg.rxTimeout))
 	}
 	for i := range cfg.items {
 		l.items = append(l.items, fmt.Sprintf("v%03d", i))
@@ -236,25 +257,19 @@ func (l *load) avoid(i int) { l.downUntil[i].Store(time.Now().Add(time.Second).U
 func (l *load) sendBatch() {
 	off := rand.IntN(len(l.items))
 	ids := make([]string, l.cfg.batch)
-	incs := make([]map[string]any, l.cfg.batch)
+	incs := make([]client.Increment, l.cfg.batch)
 	for j := range ids {
 		ids[j] = l.items[(off+j)%len(l.items)]
-		incs[j] = map[string]any{"content_id": ids[j], "counter": "view", "delta": 1}
+		incs[j] = client.Increment{ContentID: ids[j], Counter: "view", Delta: 1}
 	}
-	body := map[string]any{"increments": incs}
 	o, redirected := refused, false
 	for try := range l.urls {
 		redirected = try > 0
 		i := l.pick()
-		rep, err := send(l.client, l.urls[i]+"/v1/increments", body)
-		o = classify(rep.status, err)
-		if o == acked {
-			var a struct {
-				Accepted int `json:"accepted"`
-			}
-			if json.Unmarshal([]byte(rep.body), &a) != nil || a.Accepted != len(ids) {
-				o = unknown // an answer the contract does not allow
-			}
+		accepted, err := l.incs[i].Increments(context.Background(), incs)
+		o = classify(answerOf(err))
+		if o == acked && accepted != len(ids) {
+			o = unknown // an answer the contract does not allow
 		}
 		if o != acked {
 			l.avoid(i)
@@ -303,8 +318,8 @@ func (l *load) react(user string) {
 		o := refused
 		for range l.urls {
 			i := l.pick()
-			rep, err := send(l.rxHTTP, l.urls[i]+"/v1/reactions", r)
-			o = classify(rep.status, err)
+			_, err := l.rx[i].React(context.Background(), r.User, r.Content, r.Action)
+			o = classify(answerOf(err))
 			if o != acked {
 				l.avoid(i)
 			}
@@ -374,27 +389,29 @@ func (a totals) equal(b totals) bool {
 	return maps.Equal(a.views, b.views) && maps.Equal(a.likes, b.likes) && maps.Equal(a.dislikes, b.dislikes)
 }
 
-// readTotals reads the global totals of ids from base, 100 ids a request.
-func readTotals(client *http.Client, base string, ids []string) (totals, error) {
+// newClient is a client of the agent at base whose calls are one request
+// each (no retries), within timeout.
+func newClient(base string, timeout time.Duration) *client.Client {
+	c, err := client.New(base, client.WithHTTPClient(&http.Client{Timeout: timeout}), client.WithRetries(1, 0, 0))
+	if err != nil {
+		panic(err) // base is an agent's http://host:port
+	}
+	return c
+}
+
+// readTotals reads the global totals of ids through c, 100 ids a request.
+func readTotals(c *client.Client, ids []string) (totals, error) {
 	t := totals{views: map[string]int64{}, likes: map[string]int64{}, dislikes: map[string]int64{}}
 	for len(ids) > 0 {
 		n := min(len(ids), 100)
-		q := url.Values{"content_id": ids[:n]}
-		var got struct {
-			Counts []struct {
-				ContentID string           `json:"content_id"`
-				Likes     int64            `json:"likes"`
-				Dislikes  int64            `json:"dislikes"`
-				Counters  map[string]int64 `json:"counters"`
-			} `json:"counts"`
-		}
-		if err := getJSON(client, base+"/v1/counts?"+q.Encode(), &got); err != nil {
+		got, err := c.Counts(context.Background(), "", ids[:n]...)
+		if err != nil {
 			return t, err
 		}
-		if len(got.Counts) != n {
-			return t, fmt.Errorf("GET /v1/counts of %d ids answered %d counts", n, len(got.Counts))
+		if len(got) != n {
+			return t, fmt.Errorf("GET /v1/counts of %d ids answered %d counts", n, len(got))
 		}
-		for _, c := range got.Counts {
+		for _, c := range got {
 			t.views[c.ContentID] = c.Counters["view"]
 			t.likes[c.ContentID] = c.Likes
 			t.dislikes[c.ContentID] = c.Dislikes
@@ -404,21 +421,15 @@ func readTotals(client *http.Client, base string, ids []string) (totals, error) 
 	return t, nil
 }
 
-// readRows reads every user's rows of items from base.
-func readRows(client *http.Client, base string, users, items []string) (map[pair]string, error) {
+// readRows reads every user's rows of items through c.
+func readRows(c *client.Client, users, items []string) (map[pair]string, error) {
 	rows := map[pair]string{}
-	q := url.Values{"content_id": items}.Encode()
 	for _, u := range users {
-		var got struct {
-			Reactions []struct {
-				ContentID string `json:"content_id"`
-				Action    string `json:"action"`
-			} `json:"reactions"`
-		}
-		if err := getJSON(client, base+"/v1/reactions/"+u+"?"+q, &got); err != nil {
+		got, err := c.Reactions(context.Background(), u, items...)
+		if err != nil {
 			return nil, err
 		}
-		for _, r := range got.Reactions {
+		for _, r := range got {
 			rows[pair{u, r.ContentID}] = r.Action
 		}
 		for _, it := range items {
@@ -428,18 +439,6 @@ func readRows(client *http.Client, base string, users, items []string) (map[pair
 		}
 	}
 	return rows, nil
-}
-
-func getJSON(client *http.Client, u string, v any) error {
-	resp, err := client.Get(u)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s = %d", u, resp.StatusCode)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // verdict is the judge's comparison of a ledger with the totals.
@@ -547,7 +546,10 @@ func defaultDrainTimes() drainTimes {
 // without matching, or the timeout passes.
 func (l *load) drain(dt drainTimes) drainResult {
 	g := l.ledger()
-	client := &http.Client{Timeout: 10 * time.Second}
+	readers := make([]*client.Client, len(l.urls))
+	for i, u := range l.urls {
+		readers[i] = newClient(u, 10*time.Second)
+	}
 	ids := append(append([]string(nil), l.items...), l.rxItems...)
 	var (
 		last       totals
@@ -559,11 +561,11 @@ func (l *load) drain(dt drainTimes) drainResult {
 	)
 	for i := 0; ; i++ {
 		now := time.Now()
-		base := l.urls[i%len(l.urls)]
-		t, err := readTotals(client, base, ids)
+		c := readers[i%len(readers)]
+		t, err := readTotals(c, ids)
 		var rows map[pair]string
 		if err == nil {
-			rows, err = readRows(client, base, l.users, l.rxItems)
+			rows, err = readRows(c, l.users, l.rxItems)
 		}
 		if err != nil {
 			lastErr = err
@@ -693,6 +695,36 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		if got := classify(tt.status, tt.err); got != tt.want {
 			t.Errorf("classify(%d, %v) = %v, want %v", tt.status, tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestAnswerOf: the client's answers reach classify as the statuses and
+// errors it knows, a refused connect included (through the client's
+// wrapping of net/http's error), so the ledger's outcomes are those of the
+// raw requests the checker sent before it used package client.
+func TestAnswerOf(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	_, refusedErr := newClient(closed, time.Second).Increments(context.Background(), []client.Increment{{ContentID: "a", Counter: "view", Delta: 1}})
+	tests := []struct {
+		err  error
+		want outcome
+	}{
+		{nil, acked},
+		{&client.Error{Status: http.StatusBadRequest, Message: "bad", Field: "increments[0].delta"}, rejected},
+		{&client.Error{Status: http.StatusServiceUnavailable}, unknown},
+		{&client.Error{Status: http.StatusConflict}, rejected},
+		{fmt.Errorf("edgecount: POST /v1/increments: %w", errors.New("read: connection reset by peer")), unknown},
+		{refusedErr, refused},
+	}
+	for _, tt := range tests {
+		if got := classify(answerOf(tt.err)); got != tt.want {
+			t.Errorf("classify(answerOf(%v)) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/client"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
 )
 
@@ -18,14 +19,20 @@ func TestShardChangeReachesEveryAgent(t *testing.T) {
 	file, run := faultConfig(t, natsAddr, redisAddr, cassAddr)
 	a1 := start(t, "edge-agent-1", agentBin, "--config", file, "--http", "127.0.0.1:0", "--agent-id", run+"-a1", "--data", t.TempDir())
 	a2 := start(t, "edge-agent-2", agentBin, "--config", file, "--http", "127.0.0.1:0", "--agent-id", run+"-a2", "--data", t.TempDir())
+	ctx := context.Background()
 	for _, a := range []*proc{a1, a2} { // make the counter live on both agents
-		post(t, a.base+"/v1/increments", map[string]any{"increments": []map[string]any{{"content_id": "hot-" + run, "counter": "view", "delta": 1}}})
+		c, err := client.New(a.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Increments(ctx, []client.Increment{{ContentID: "hot-" + run, Counter: "view", Delta: 1}}); err != nil {
+			t.Fatalf("%s: %v", a.name, err)
+		}
 	}
 	before := []float64{metric(t, a1.base, "edgecount_directory_changes_total"), metric(t, a2.base, "edgecount_directory_changes_total")}
 
 	cfg := redisdir.DefaultConfig()
 	cfg.Addr, cfg.Region = redisAddr, "us-east"
-	ctx := context.Background()
 	operator, err := redisdir.New(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,14 +181,13 @@ func (s *faultSystem) killRollup(i int) {
 // waitReady waits until base/readyz answers 200 (degraded included).
 func (s *faultSystem) waitReady(base string) {
 	s.t.Helper()
-	client := &http.Client{Timeout: 5 * time.Second}
+	c := newClient(base, 5*time.Second)
 	testenv.Eventually(s.t, 60*time.Second, base+"/readyz = 200", func() (string, bool) {
-		resp, err := client.Get(base + "/readyz")
+		err := c.Ready(context.Background())
 		if err != nil {
 			return err.Error(), false
 		}
-		resp.Body.Close()
-		return strconv.Itoa(resp.StatusCode), resp.StatusCode == http.StatusOK
+		return "200", true
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecount/edgecount/dashboard"
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
 )
@@ -64,6 +65,7 @@ const (
 	routeReadyz       = "GET /readyz"
 	routePrometheus   = "GET /metrics"
 	routeOpenAPI      = "GET /v1/openapi.json"
+	routeDashboard    = "GET /{$}"
 	// routeCluster takes every method: its handler answers the 405 itself,
 	// with the message and Allow header /v1/cluster has always had.
 	routeCluster = "/v1/cluster"
@@ -127,7 +129,8 @@ func WithCluster(c Cluster) Option { return func(o *options) { o.cluster = c } }
 // like any other: the API's 404.
 func WithAdmin(rc Recounter) Option { return func(o *options) { o.admin = rc } }
 
-// New returns the agent's HTTP handler: the API, GET /healthz, GET /readyz,
+// New returns the agent's HTTP handler: the API, the dashboard page at GET /
+// (package dashboard), GET /healthz, GET /readyz,
 // GET /metrics (served by metrics), /v1/cluster and, with WithAdmin, the
 // admin routes. The API's own request metrics are registered on reg. svc,
 // metrics and reg are required; a nil logger discards.
@@ -183,6 +186,10 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 	a.ids.New = func() any { s := make([]string, 0, 16); return &s }
 	a.writers.New = func() any { return new(respWriter) }
 
+	page, err := dashboard.Handler(dashboard.Config{Region: cfg.Region, TrendingCounters: cfg.TrendingCounters})
+	if err != nil {
+		return nil, fmt.Errorf("cannot build http api: %w", err)
+	}
 	routes := []struct {
 		pattern string
 		h       http.Handler
@@ -200,6 +207,7 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 		{routePrometheus, metrics},
 		{routeOpenAPI, http.HandlerFunc(serveOpenAPI)},
 		{routeCluster, http.HandlerFunc(a.getCluster)},
+		{routeDashboard, page},
 	}
 	patterns := make([]string, 0, len(routes))
 	for _, rt := range routes {

@@ -15,11 +15,10 @@ import (
 // WWW-Authenticate) or a 403 (a token without the scope) in the API's error
 // shape, field "Authorization"; nothing behind it runs. An open policy
 // returns next unchanged. Failures are counted by reason in
-// edgecount_http_auth_failures_total. No token is ever logged or answered.
+// edgecount_http_auth_failures_total, exported (at 0) by an open listener
+// too, so that the alert on it sees one series per reason from the start.
+// No token is ever logged or answered.
 func Authenticate(next http.Handler, policy auth.Policy, reg prometheus.Registerer) (http.Handler, error) {
-	if policy.Open() {
-		return next, nil
-	}
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "edgecount", Subsystem: "http", Name: "auth_failures_total",
 		Help: "Requests refused by the bearer token check, by reason (unauthenticated: 401, forbidden: 403).",
@@ -28,6 +27,9 @@ func Authenticate(next http.Handler, policy auth.Policy, reg prometheus.Register
 		return nil, err
 	}
 	unauth, forbidden := failures.WithLabelValues("unauthenticated"), failures.WithLabelValues("forbidden")
+	if policy.Open() {
+		return next, nil
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		need, required := auth.RouteScope(r.Method, r.URL.Path, policy.OpenMetrics)
 		if !required {

@@ -5,7 +5,8 @@
 // process. It decodes and validates requests, calls the agent through
 // interfaces declared here (Service, Cluster, Recounter), and encodes
 // answers, errors and request metrics. Server carries the handlers over
-// fasthttp's connections (pipelining included) as pooled net/http requests.
+// fasthttp's connections (pipelining included; TLS with a reloadable
+// certificate, Certs) as pooled net/http requests.
 //
 // Invariants:
 //   - A rejected request writes nothing: a body is decoded and every field
@@ -23,5 +24,6 @@
 // The handlers and Server are safe for concurrent use; they hold no state
 // between requests except pooled buffers and the metrics. Reference:
 // docs/http-api.md (routes, input rules, protobuf, service errors) and
-// docs/server-path.md (the server path, measured against its floor).
+// docs/server-path.md (the server path, measured against its floor),
+// docs/tls.md (TLS).
 package httpapi

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,11 @@ import (
 // ServerConfig.MaxBodyBytes, else a JSON 413) before the handler runs; the
 // request context is the server's, done at Shutdown, not when the client
 // goes away; HTTP/2 and Hijack are not served.
+//
+// With ServerConfig.TLS every listener serves HTTPS (TLS 1.2 at least) with
+// the certificate current at each handshake (Certs.Reload replaces it); a
+// plain HTTP request on it gets a 400, and a failed handshake closes the
+// connection without an error line.
 type Server struct {
 	fs      *fasthttp.Server
 	h       http.Handler
@@ -42,6 +48,8 @@ type Server struct {
 	lns     []net.Listener
 	tooBig  []byte // the JSON 413
 	maxBody int64
+	tls     *tls.Config // nil: plain HTTP
+	certs   *Certs
 }
 
 // ServerConfig configures a Server. Zero values take the defaults.
@@ -60,6 +68,9 @@ type ServerConfig struct {
 	// Logger receives the server's own errors (panics outside the
 	// handler's recovery, connection errors); nil discards.
 	Logger *slog.Logger
+	// TLS, when set, makes every listener serve HTTPS with its
+	// certificate (httpapi/tls.go).
+	TLS *Certs
 }
 
 // maxRequestHead bounds a request line and its headers: 100 content_id
@@ -75,6 +86,9 @@ func NewServer(h http.Handler, cfg ServerConfig) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{h: h, log: cfg.Logger.With("component", "httpserver"), maxBody: cfg.MaxBodyBytes}
+	if cfg.TLS != nil {
+		s.certs, s.tls = cfg.TLS, cfg.TLS.Config()
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.tooBig = appendError(nil, &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
 		msg: "body is larger than " + strconv.FormatInt(cfg.MaxBodyBytes, 10) + " bytes"})
@@ -118,7 +132,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	err := s.fs.Serve(lingerListener{ln})
+	var served net.Listener = lingerListener{ln}
+	if s.tls != nil {
+		// TLS over the lingering TCP connection: a 413's drain reads the
+		// client's encrypted bytes after the close_notify.
+		served = tlsListener{Listener: served, cfg: s.tls, certs: s.certs, log: s.log}
+	}
+	err := s.fs.Serve(served)
 	if s.closed.Load() {
 		return http.ErrServerClosed
 	}
@@ -126,6 +146,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		err = errors.New("listener closed")
 	}
 	return err
+}
+
+// Scheme is https when the Server serves TLS, else http.
+func (s *Server) Scheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // Shutdown stops accepting, lets the requests in progress finish, closes
@@ -174,7 +202,7 @@ func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetContentType("application/json")
 	ctx.SetBody(body)
 	ctx.SetConnectionClose()
-	if c, ok := ctx.Conn().(*lingerConn); ok {
+	if c, ok := rawConn(ctx.Conn()).(*lingerConn); ok {
 		c.linger.Store(true)
 	}
 }
@@ -255,6 +283,7 @@ type exchange struct {
 	// Strings kept from the previous request, reused when equal.
 	host, remote string
 	connID       uint64
+	tls          *tls.ConnectionState // of connID; nil without TLS
 	values       map[string]string
 }
 
@@ -372,6 +401,7 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 	}
 	if id := ctx.ConnID(); id != x.connID || x.remote == "" {
 		x.connID, x.remote = id, ctx.RemoteAddr().String()
+		x.tls = ctx.TLSConnectionState()
 	}
 	host := h.Host()
 	if x.host != string(host) {
@@ -395,7 +425,7 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 	r.Form, r.PostForm, r.MultipartForm, r.Trailer = nil, nil, nil, nil
 	r.RemoteAddr = x.remote
 	r.RequestURI = x.intern("uri", uri)
-	r.TLS = nil
+	r.TLS = x.tls
 	r.Cancel = nil //nolint:staticcheck // reset like every other field
 	r.Response = nil
 	r.Pattern = ""

@@ -1,10 +1,14 @@
 package natsjs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,8 +21,12 @@ import (
 // Row pushes: after every write the rollup publishes the rows it wrote on
 // the core NATS subject <prefix>.<partition> (no stream: best effort, a
 // subscriber that is away or slow misses them), and edge agents update the
-// items they keep warm from them (region.Agent.ApplyRows). A missed push
-// is repaired by the agent's bounded refresh (docs/read-cache.md).
+// items they keep warm from them (region.Agent.ApplyPush). Every push of a
+// partition carries the sender (a random id per pusher) and a sequence
+// that grows by one per message, and a pusher sends an empty push (a
+// heartbeat) of each partition it owns every RowsHeartbeat, so a
+// subscriber sees a missed push as a gap within one heartbeat and a sender
+// gone silent within a few (docs/read-cache.md).
 
 // DefaultRowsPrefix is the subject prefix of row pushes.
 const DefaultRowsPrefix = "edgecount.rows"
@@ -26,25 +34,61 @@ const DefaultRowsPrefix = "edgecount.rows"
 // ErrMalformedRows marks a row push that does not decode.
 var ErrMalformedRows = errors.New("malformed row push")
 
+// RowsHeartbeat is how often a pusher sends an empty push of every
+// partition it owns (RowPusher.RunHeartbeats).
+const RowsHeartbeat = time.Second
+
 // Wire format (protobuf wire encoding, docs/read-cache.md):
 //
-//	push:    1 version (=1), 2 written_at (Unix µs), 3 row (repeated, bytes)
+//	push:    1 version (=1), 2 written_at (Unix µs), 3 row (repeated, bytes),
+//	         4 partition, 5 sender, 6 seq (absent in pushes of old senders:
+//	         sender 0, which a subscriber cannot check for gaps)
 //	row:     1 content_id, 2 scope, 3 likes (zigzag), 4 dislikes (zigzag),
 //	         5 counter (repeated, bytes), 6 last_seq, 7 updated_at (Unix µs)
 //	counter: 1 name, 2 value (zigzag)
 const rowsVersion = 1
 
-// AppendRows appends the encoding of a push of rows written at written.
+// RowsPush is one decoded push.
+type RowsPush struct {
+	// Partition, Sender and Seq place the push in its sender's sequence
+	// of the partition's pushes; Sender 0: unsequenced.
+	Partition   uint32
+	Sender, Seq uint64
+	Written     time.Time
+	Rows        []engagement.Stats
+}
+
+// AppendRows appends the encoding of a push of rows written at written,
+// without a sequence (Sender 0).
 func AppendRows(buf []byte, written time.Time, rows []engagement.Stats) []byte {
-	buf = protowire.AppendTag(buf, 1, protowire.VarintType)
-	buf = protowire.AppendVarint(buf, rowsVersion)
-	buf = protowire.AppendTag(buf, 2, protowire.VarintType)
-	buf = protowire.AppendVarint(buf, uint64(written.UnixMicro()))
+	return AppendPush(buf, RowsPush{Written: written, Rows: rows})
+}
+
+// AppendPush appends the encoding of push.
+func AppendPush(buf []byte, push RowsPush) []byte {
+	buf = appendPushHead(buf, push)
 	var row []byte
+	rows := push.Rows
 	for i := range rows {
 		row = appendRow(row[:0], &rows[i])
 		buf = protowire.AppendTag(buf, 3, protowire.BytesType)
 		buf = protowire.AppendBytes(buf, row)
+	}
+	return buf
+}
+
+func appendPushHead(buf []byte, push RowsPush) []byte {
+	buf = protowire.AppendTag(buf, 1, protowire.VarintType)
+	buf = protowire.AppendVarint(buf, rowsVersion)
+	buf = protowire.AppendTag(buf, 2, protowire.VarintType)
+	buf = protowire.AppendVarint(buf, uint64(push.Written.UnixMicro()))
+	if push.Sender != 0 {
+		buf = protowire.AppendTag(buf, 4, protowire.VarintType)
+		buf = protowire.AppendVarint(buf, uint64(push.Partition))
+		buf = protowire.AppendTag(buf, 5, protowire.VarintType)
+		buf = protowire.AppendVarint(buf, push.Sender)
+		buf = protowire.AppendTag(buf, 6, protowire.VarintType)
+		buf = protowire.AppendVarint(buf, push.Seq)
 	}
 	return buf
 }
@@ -76,24 +120,43 @@ func appendRow(buf []byte, r *engagement.Stats) []byte {
 	return buf
 }
 
-// DecodeRows decodes a push. Every error wraps ErrMalformedRows. Rows are
-// grouped by item as AppendRows was given them; unknown fields are
-// skipped.
+// DecodeRows decodes a push's time and rows (DecodePush).
 func DecodeRows(data []byte) (written time.Time, rows []engagement.Stats, err error) {
-	version := uint64(0)
-	err = walkFields(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	p, err := DecodePush(data)
+	return p.Written, p.Rows, err
+}
+
+// DecodePush decodes a push. Every error wraps ErrMalformedRows. Rows are
+// grouped by item as AppendPush was given them; unknown fields are
+// skipped. A push with a sender needs a sequence above 0 and a partition.
+func DecodePush(data []byte) (RowsPush, error) {
+	var (
+		p               RowsPush
+		version         uint64
+		sawPart, sawSeq bool
+	)
+	err := walkFields(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case num == 1 && typ == protowire.VarintType:
 			version = v
 		case num == 2 && typ == protowire.VarintType:
-			written = time.UnixMicro(int64(v))
+			p.Written = time.UnixMicro(int64(v))
 		case num == 3 && typ == protowire.BytesType:
 			r, err := decodeRow(raw)
 			if err != nil {
-				return fmt.Errorf("row %d: %w", len(rows), err)
+				return fmt.Errorf("row %d: %w", len(p.Rows), err)
 			}
-			rows = append(rows, r)
-		case num <= 3:
+			p.Rows = append(p.Rows, r)
+		case num == 4 && typ == protowire.VarintType:
+			if v > math.MaxUint32 {
+				return fmt.Errorf("partition %d out of range", v)
+			}
+			p.Partition, sawPart = uint32(v), true
+		case num == 5 && typ == protowire.VarintType:
+			p.Sender = v
+		case num == 6 && typ == protowire.VarintType:
+			p.Seq, sawSeq = v, true
+		case num <= 6:
 			return fmt.Errorf("field %d has wire type %d", num, typ)
 		}
 		return nil
@@ -101,10 +164,13 @@ func DecodeRows(data []byte) (written time.Time, rows []engagement.Stats, err er
 	if err == nil && version != rowsVersion {
 		err = fmt.Errorf("version %d, want %d", version, rowsVersion)
 	}
-	if err != nil {
-		return time.Time{}, nil, fmt.Errorf("%w: %v", ErrMalformedRows, err)
+	if err == nil && p.Sender != 0 && (!sawPart || !sawSeq || p.Seq == 0) {
+		err = errors.New("a sender without a partition or a sequence above 0")
 	}
-	return written, rows, nil
+	if err != nil {
+		return RowsPush{}, fmt.Errorf("%w: %v", ErrMalformedRows, err)
+	}
+	return p, nil
 }
 
 func decodeRow(data []byte) (engagement.Stats, error) {
@@ -207,18 +273,30 @@ func RowsSubject(prefix string, p uint32) string {
 
 // RowPusherStats are a pusher's counters.
 type RowPusherStats struct {
-	Pushes, Rows, Errors uint64
+	Pushes, Rows, Heartbeats, Errors uint64
 }
 
-// RowPusher publishes the rows a rollup wrote (best effort). Safe for
-// concurrent use.
+// RowPusher publishes the rows a rollup wrote (best effort), each
+// partition's pushes numbered 1, 2, … under the pusher's own sender id.
+// Safe for concurrent use.
 type RowPusher struct {
 	nc     *nats.Conn
 	prefix string
 	log    *slog.Logger
+	sender uint64
 
-	pushes, rows, errs atomic.Uint64
-	lastWarn           atomic.Int64
+	mu  sync.Mutex
+	seq map[uint32]*partPushes
+
+	pushes, rows, beats, errs atomic.Uint64
+	lastWarn                  atomic.Int64
+}
+
+// partPushes numbers one partition's pushes; mu keeps the publishes in
+// the order of their numbers.
+type partPushes struct {
+	mu  sync.Mutex
+	seq uint64
 }
 
 // NewRowPusher returns a pusher publishing on nc under prefix (empty:
@@ -230,7 +308,8 @@ func NewRowPusher(nc *nats.Conn, prefix string, logger *slog.Logger) *RowPusher 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &RowPusher{nc: nc, prefix: prefix, log: logger.With("component", "natsjs-rows")}
+	return &RowPusher{nc: nc, prefix: prefix, log: logger.With("component", "natsjs-rows"),
+		sender: rand.Uint64() | 1, seq: make(map[uint32]*partPushes)}
 }
 
 // RowPusher returns a pusher of rows on the client's connection.
@@ -238,20 +317,36 @@ func (c *Client) RowPusher(prefix string, logger *slog.Logger) *RowPusher {
 	return NewRowPusher(c.nc, prefix, logger)
 }
 
+func (p *RowPusher) part(part uint32) *partPushes {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp := p.seq[part]
+	if pp == nil {
+		pp = new(partPushes)
+		p.seq[part] = pp
+	}
+	return pp
+}
+
 // Push publishes rows, written now, of partition p, split so that every
 // message fits the server's payload limit. It does not wait: a publish
-// that fails (disconnected, buffer full) is counted and the push lost.
+// that fails (disconnected, buffer full) is counted and the push lost (its
+// number is used all the same, so subscribers see the gap).
 func (p *RowPusher) Push(part uint32, rows []engagement.Stats) {
 	subject := RowsSubject(p.prefix, part)
 	limit := int(p.nc.MaxPayload())
 	if limit <= 0 {
 		limit = 1 << 20
 	}
+	pp := p.part(part)
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
 	now := time.Now()
 	var buf []byte
 	for start := 0; start < len(rows); {
 		// Whole items per message, as a subscriber groups rows by item.
-		buf = AppendRows(buf[:0], now, nil)
+		pp.seq++
+		buf = appendPushHead(buf[:0], RowsPush{Partition: part, Sender: p.sender, Seq: pp.seq, Written: now})
 		end := start
 		var row []byte
 		for end < len(rows) {
@@ -264,13 +359,7 @@ func (p *RowPusher) Push(part uint32, rows []engagement.Stats) {
 			buf = protowire.AppendBytes(buf, row)
 			end++
 		}
-		if err := p.nc.Publish(subject, buf); err != nil {
-			p.errs.Add(1)
-			if now := time.Now().UnixNano(); now-p.lastWarn.Load() > int64(10*time.Second) {
-				p.lastWarn.Store(now)
-				p.log.Warn("cannot push rows to the agents' read caches; they refresh within their cache ttl", "err", err)
-			}
-		} else {
+		if p.publish(subject, buf) {
 			p.pushes.Add(1)
 			p.rows.Add(uint64(end - start))
 		}
@@ -278,9 +367,53 @@ func (p *RowPusher) Push(part uint32, rows []engagement.Stats) {
 	}
 }
 
+// Heartbeat publishes an empty push of partition part: it tells the
+// subscribers that the pusher is alive and how many pushes it sent.
+func (p *RowPusher) Heartbeat(part uint32) {
+	pp := p.part(part)
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	pp.seq++
+	if p.publish(RowsSubject(p.prefix, part), appendPushHead(nil, RowsPush{Partition: part, Sender: p.sender, Seq: pp.seq, Written: time.Now()})) {
+		p.beats.Add(1)
+	}
+}
+
+// RunHeartbeats sends a heartbeat of every partition owned returns, every
+// interval (0: RowsHeartbeat), until ctx ends.
+func (p *RowPusher) RunHeartbeats(ctx context.Context, interval time.Duration, owned func() []uint32) {
+	if interval <= 0 {
+		interval = RowsHeartbeat
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, part := range owned() {
+				p.Heartbeat(part)
+			}
+		}
+	}
+}
+
+func (p *RowPusher) publish(subject string, data []byte) bool {
+	if err := p.nc.Publish(subject, data); err != nil {
+		p.errs.Add(1)
+		if now := time.Now().UnixNano(); now-p.lastWarn.Load() > int64(10*time.Second) {
+			p.lastWarn.Store(now)
+			p.log.Warn("cannot push rows to the agents' read caches; they refresh at their short cache ttl until the pushes resume", "err", err)
+		}
+		return false
+	}
+	return true
+}
+
 // Stats returns the pusher's counters.
 func (p *RowPusher) Stats() RowPusherStats {
-	return RowPusherStats{Pushes: p.pushes.Load(), Rows: p.rows.Load(), Errors: p.errs.Load()}
+	return RowPusherStats{Pushes: p.pushes.Load(), Rows: p.rows.Load(), Heartbeats: p.beats.Load(), Errors: p.errs.Load()}
 }
 
 // RowSubscription receives row pushes. Close ends it.
@@ -293,7 +426,7 @@ type RowSubscription struct {
 // prefix (empty: DefaultRowsPrefix), one at a time, on the connection's
 // goroutine for the subscription; a push that does not decode is counted
 // (Malformed) and dropped.
-func SubscribeRows(nc *nats.Conn, prefix string, apply func(written time.Time, rows []engagement.Stats), logger *slog.Logger) (*RowSubscription, error) {
+func SubscribeRows(nc *nats.Conn, prefix string, apply func(RowsPush), logger *slog.Logger) (*RowSubscription, error) {
 	if prefix == "" {
 		prefix = DefaultRowsPrefix
 	}
@@ -304,7 +437,7 @@ func SubscribeRows(nc *nats.Conn, prefix string, apply func(written time.Time, r
 	rs := &RowSubscription{}
 	var lastWarn atomic.Int64
 	sub, err := nc.Subscribe(prefix+".>", func(m *nats.Msg) {
-		written, rows, err := DecodeRows(m.Data)
+		push, err := DecodePush(m.Data)
 		if err != nil {
 			rs.malformed.Add(1)
 			if now := time.Now().UnixNano(); now-lastWarn.Load() > int64(10*time.Second) {
@@ -313,7 +446,7 @@ func SubscribeRows(nc *nats.Conn, prefix string, apply func(written time.Time, r
 			}
 			return
 		}
-		apply(written, rows)
+		apply(push)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot subscribe to row pushes: %w", err)
@@ -323,7 +456,7 @@ func SubscribeRows(nc *nats.Conn, prefix string, apply func(written time.Time, r
 }
 
 // SubscribeRows subscribes to row pushes on the client's connection.
-func (c *Client) SubscribeRows(prefix string, apply func(written time.Time, rows []engagement.Stats), logger *slog.Logger) (*RowSubscription, error) {
+func (c *Client) SubscribeRows(prefix string, apply func(RowsPush), logger *slog.Logger) (*RowSubscription, error) {
 	return SubscribeRows(c.nc, prefix, apply, logger)
 }
 

@@ -34,9 +34,24 @@ func TestRowsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPushRoundTrip: a sequenced push keeps its partition, sender and
+// number.
+func TestPushRoundTrip(t *testing.T) {
+	want := RowsPush{Partition: 7, Sender: 0xfeed, Seq: 12, Written: time.UnixMicro(1_700_000_001_000_000), Rows: sampleRows()}
+	got, err := DecodePush(AppendPush(nil, want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Written.Equal(want.Written) || got.Partition != 7 || got.Sender != 0xfeed || got.Seq != 12 || !reflect.DeepEqual(got.Rows, want.Rows) {
+		t.Fatalf("DecodePush = %+v, want %+v", got, want)
+	}
+}
+
 func TestDecodeRowsRejects(t *testing.T) {
 	good := AppendRows(nil, time.Now(), sampleRows())
 	noScope := AppendRows(nil, time.Now(), []engagement.Stats{{ContentID: "v"}})
+	noSeq := AppendRows(nil, time.Now(), nil)
+	noSeq = append(noSeq, 0x28, 0x05) // sender 5, no partition or number
 	for _, tt := range []struct {
 		name, data, wantErr string
 	}{
@@ -44,6 +59,7 @@ func TestDecodeRowsRejects(t *testing.T) {
 		{"truncated", string(good[:len(good)-3]), "malformed row push"},
 		{"row without scope", string(noScope), "row 0: row without a content id or a scope"},
 		{"wrong wire type", "\x0a\x01x", "field 1 has wire type 2"},
+		{"sender without a number", string(noSeq), "a sender without a partition or a sequence above 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := DecodeRows([]byte(tt.data))
@@ -60,17 +76,19 @@ func FuzzDecodeRows(f *testing.F) {
 	f.Add(AppendRows(nil, time.UnixMicro(1), sampleRows()))
 	f.Add(AppendRows(nil, time.UnixMicro(1), nil))
 	f.Add([]byte("\x08\x01\x1a\x00"))
+	f.Add(AppendPush(nil, RowsPush{Partition: 3, Sender: 9, Seq: 1, Written: time.UnixMicro(1), Rows: sampleRows()}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		at, rows, err := DecodeRows(data)
+		p, err := DecodePush(data)
 		if err != nil {
 			return
 		}
-		at2, rows2, err := DecodeRows(AppendRows(nil, at, rows))
+		p2, err := DecodePush(AppendPush(nil, p))
 		if err != nil {
 			t.Fatalf("re-encoded push does not decode: %v", err)
 		}
-		if !at2.Equal(at) || fmt.Sprint(rows2) != fmt.Sprint(rows) {
-			t.Fatalf("round trip: %v %v, want %v %v", at2, rows2, at, rows)
+		if !p2.Written.Equal(p.Written) || p2.Partition != p.Partition && p.Sender != 0 || p2.Sender != p.Sender || p2.Seq != p.Seq && p.Sender != 0 ||
+			fmt.Sprint(p2.Rows) != fmt.Sprint(p.Rows) {
+			t.Fatalf("round trip: %+v, want %+v", p2, p)
 		}
 	})
 }
@@ -85,9 +103,20 @@ func TestPushReachesSubscriber(t *testing.T) {
 	var mu sync.Mutex
 	var got []engagement.Stats
 	pushes := 0
-	sub, err := SubscribeRows(subConn, "", func(_ time.Time, rows []engagement.Stats) {
+	var seqs []uint64
+	var sender uint64
+	sub, err := SubscribeRows(subConn, "", func(push RowsPush) {
+		rows := push.Rows
 		mu.Lock()
 		defer mu.Unlock()
+		if push.Partition != 3 || push.Sender == 0 || (sender != 0 && push.Sender != sender) {
+			t.Errorf("push of partition %d from sender %x, want partition 3 from one sender", push.Partition, push.Sender)
+		}
+		sender = push.Sender
+		seqs = append(seqs, push.Seq)
+		if len(rows) == 0 {
+			return // the heartbeat
+		}
 		pushes++
 		if len(got) > 0 && len(rows) > 0 && got[len(got)-1].ContentID == rows[0].ContentID {
 			t.Errorf("item %s split over two pushes", rows[0].ContentID)
@@ -111,16 +140,25 @@ func TestPushReachesSubscriber(t *testing.T) {
 	}
 	p := NewRowPusher(pubConn, "", testLogger(t))
 	p.Push(3, rows)
+	p.Heartbeat(3)
 	if err := pubConn.Publish(RowsSubject(DefaultRowsPrefix, 3), []byte{0xff}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "every row and the malformed push", testenv.Until(func() bool {
+	testenv.Eventually(t, 10*time.Second, "every row, the heartbeat and the malformed push", testenv.Until(func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) == len(rows) && sub.Malformed() == 1
+		return len(got) == len(rows) && len(seqs) == pushes+1 && sub.Malformed() == 1
 	}))
 	mu.Lock()
 	defer mu.Unlock()
+	for i, seq := range seqs {
+		if seq != uint64(i+1) {
+			t.Fatalf("push numbers %v, want 1, 2, … in order (the heartbeat last)", seqs)
+		}
+	}
+	if st := p.Stats(); st.Heartbeats != 1 {
+		t.Errorf("pusher Stats() = %+v, want 1 heartbeat", st)
+	}
 	if pushes < 2 {
 		t.Errorf("%d pushes, want several (payload limit)", pushes)
 	}

@@ -36,8 +36,12 @@ type Config struct {
 	// ReactionAttempts is how many compare-and-set rounds a reaction may
 	// lose to concurrent writers before ErrContended.
 	ReactionAttempts int
-	// CacheTTL is how long a read of totals is served from memory.
-	CacheTTL time.Duration
+	// CacheTTL is how long a read of totals is served from memory (0: not
+	// at all), and CachePushedTTL how long while the rollups' row pushes
+	// arrive whole (docs/read-cache.md); PushStaleAfter is how long a
+	// partition may go without a push or heartbeat before the feed counts
+	// as broken.
+	CacheTTL, CachePushedTTL, PushStaleAfter time.Duration
 	// CacheEntries bounds the read cache (items).
 	CacheEntries int
 	// FreshPeerTimeout bounds how long a fresh read waits for the region
@@ -67,6 +71,8 @@ func DefaultConfig(region, agentID string) Config {
 		PublishRetryMax:  5 * time.Second,
 		ReactionAttempts: 16,
 		CacheTTL:         100 * time.Millisecond,
+		CachePushedTTL:   5 * time.Second,
+		PushStaleAfter:   3 * time.Second,
 		CacheEntries:     100_000,
 		FreshPeerTimeout: 50 * time.Millisecond,
 		Counters:         DefaultCountersConfig(),
@@ -107,6 +113,12 @@ func (c Config) Validate() error {
 	}
 	if c.FreshPeerTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("fresh peer timeout %v: want > 0", c.FreshPeerTimeout))
+	}
+	if c.CachePushedTTL < 0 {
+		errs = append(errs, fmt.Errorf("cache pushed ttl %v: want >= 0", c.CachePushedTTL))
+	}
+	if c.PushStaleAfter < 0 {
+		errs = append(errs, fmt.Errorf("push stale after %v: want >= 0", c.PushStaleAfter))
 	}
 	if c.CacheEntries < 1 {
 		errs = append(errs, fmt.Errorf("cache entries %d: want at least 1", c.CacheEntries))
@@ -216,6 +228,7 @@ type Agent struct {
 	counters *Counters
 	cache    *statsCache
 	push     pushStats
+	feed     pushFeed
 	held     heldState // flushed messages, for fresh reads (fresh.go)
 	// heldPeers asks the region's other agents for their held deltas.
 	heldPeers atomic.Pointer[HeldPeers]
@@ -269,7 +282,8 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		epoch = uint64(time.Now().UnixNano())
 	}
 	a.counters = NewCounters(deps.Directory, cfg.Counters)
-	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL)
+	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL, cfg.CachePushedTTL)
+	a.feed.init(cfg.Partitions, cfg.PushStaleAfter)
 	a.held.progress = make([]atomic.Uint64, cfg.Partitions)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
 	a.dir, a.trendStore, a.shardWriter = deps.Directory, deps.Trending, deps.ShardWriter
@@ -432,14 +446,14 @@ func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]e
 	for _, id := range missing {
 		a.cache.expect(id)
 	}
-	start := a.now()
+	start, epoch := a.now(), a.cache.epoch.Load()
 	got, err := a.reader.ReadStats(ctx, missing)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read totals: %w", err)
 	}
 	for _, id := range missing {
 		a.noteProgress(got[id])
-		if rows, _ := a.cache.put(id, got[id], start); rows != nil {
+		if rows, _ := a.cache.put(id, got[id], start, epoch); rows != nil {
 			out[id] = rows
 		}
 	}

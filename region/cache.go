@@ -29,12 +29,23 @@ import (
 // ttl; a push may make it newer meanwhile, never older (a row is replaced
 // only by one with a higher LastSeq, or the same and a later UpdatedAt).
 // So a warm item is never staler than ttl plus a store read, even if
-// every push is lost.
+// every push is lost. While the push feed is whole (pushedUntil: every
+// partition heard from recently, no gap in its pushes since the value's
+// store read began, which the epoch tells), a value is served for
+// ttlPushed instead: the feed would have shown a lost push as a gap, and a
+// gap moves the epoch on, which ends the longer term of every value read
+// before it (docs/read-cache.md).
 type statsCache struct {
-	ttl    time.Duration
-	limit  int // entries kept at most, give or take a sweep
-	shards [cacheShards]cacheShard
-	n      atomic.Int64 // entries in every shard
+	ttl       time.Duration
+	ttlPushed time.Duration
+	// epoch moves on at every gap in the push feed; pushedUntil is when
+	// the feed stops being whole unless pushes arrive (Unix nanoseconds;
+	// 0: not whole).
+	epoch       atomic.Uint64
+	pushedUntil atomic.Int64
+	limit       int // entries kept at most, give or take a sweep
+	shards      [cacheShards]cacheShard
+	n           atomic.Int64 // entries in every shard
 	// sweeping is held by the one goroutine that evicts.
 	sweeping sync.Mutex
 
@@ -116,16 +127,21 @@ type cacheEntry struct {
 type cacheValue struct {
 	rows []engagement.Stats
 	// loaded is when the store read whose result the rows include began
-	// (Unix nanoseconds); 0 while the first read is under way.
+	// (Unix nanoseconds); 0 while the first read is under way. epoch is
+	// the cache's epoch at that time.
 	loaded int64
+	epoch  uint64
 	// current is when the rows were last known current (Unix
 	// nanoseconds): loaded, or the arrival of a later push that changed
 	// them.
 	current int64
 }
 
-func newStatsCache(entries int, ttl time.Duration) *statsCache {
-	c := &statsCache{ttl: ttl, limit: max(1, entries)}
+// newStatsCache returns a cache of at most entries items whose values are
+// served for ttl after their store read, or for ttlPushed (if longer)
+// while the push feed is whole. ttl 0 turns the cache off.
+func newStatsCache(entries int, ttl, ttlPushed time.Duration) *statsCache {
+	c := &statsCache{ttl: ttl, ttlPushed: max(ttl, ttlPushed), limit: max(1, entries)}
 	for i := range c.shards {
 		empty := map[string]*cacheEntry{}
 		c.shards[i].ro.Store(&empty)
@@ -134,7 +150,8 @@ func newStatsCache(entries int, ttl time.Duration) *statsCache {
 }
 
 // get returns the rows of id, and when they were last known current, if
-// its last store read is younger than ttl.
+// its last store read is younger than ttl, or than ttlPushed while the
+// push feed is whole and has had no gap since.
 func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, time.Time, bool) {
 	if c.ttl == 0 {
 		return nil, time.Time{}, false
@@ -144,7 +161,12 @@ func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, time.Tim
 		return nil, time.Time{}, false
 	}
 	v := e.v.Load()
-	if v.loaded == 0 || now.UnixNano()-v.loaded >= int64(c.ttl) {
+	n := now.UnixNano()
+	ttl := c.ttl
+	if v.epoch == c.epoch.Load() && n < c.pushedUntil.Load() {
+		ttl = c.ttlPushed
+	}
+	if v.loaded == 0 || n-v.loaded >= int64(ttl) {
 		return nil, time.Time{}, false
 	}
 	if !e.read.Load() {
@@ -173,10 +195,10 @@ func (c *statsCache) expect(id string) {
 	}
 }
 
-// put records rows, read from the store by a read that began at start,
-// as id's, keeping any newer row a push brought meanwhile, and returns
-// the rows id has now and when they were last known current.
-func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time) ([]engagement.Stats, time.Time) {
+// put records rows, read from the store by a read that began at start in
+// epoch, as id's, keeping any newer row a push brought meanwhile, and
+// returns the rows id has now and when they were last known current.
+func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, epoch uint64) ([]engagement.Stats, time.Time) {
 	if c.ttl == 0 {
 		return rows, start
 	}
@@ -188,10 +210,13 @@ func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time) ([
 	for {
 		old := e.v.Load()
 		merged, _ := mergeRows(old.rows, rows)
-		loaded := max(old.loaded, start.UnixNano())
-		v := &cacheValue{rows: merged, loaded: loaded, current: max(old.current, loaded)}
-		if e.v.CompareAndSwap(old, v) {
-			return merged, time.Unix(0, v.current)
+		next := &cacheValue{rows: merged, loaded: start.UnixNano(), epoch: epoch}
+		if old.loaded > next.loaded { // a later read finished first
+			next.loaded, next.epoch = old.loaded, old.epoch
+		}
+		next.current = max(old.current, next.loaded)
+		if e.v.CompareAndSwap(old, next) {
+			return merged, time.Unix(0, next.current)
 		}
 	}
 }
@@ -211,7 +236,7 @@ func (c *statsCache) push(rows []engagement.Stats, now time.Time) int {
 			for {
 				old := e.v.Load()
 				merged, n := mergeRows(old.rows, rows[i:j])
-				if n == 0 || e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: old.loaded, current: max(old.current, now.UnixNano())}) {
+				if n == 0 || e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: old.loaded, epoch: old.epoch, current: max(old.current, now.UnixNano())}) {
 					applied += n
 					break
 				}

@@ -237,7 +237,7 @@ func (a *Agent) readMissing(ctx context.Context, ids []string, dst []CountRead, 
 			miss = append(miss, id)
 		}
 	}
-	start := a.now()
+	start, epoch := a.now(), a.cache.epoch.Load()
 	got, err := a.reader.ReadStats(ctx, miss)
 	if err != nil {
 		return fmt.Errorf("cannot read totals: %w", err)
@@ -247,7 +247,7 @@ func (a *Agent) readMissing(ctx context.Context, ids []string, dst []CountRead, 
 			continue
 		}
 		a.noteProgress(got[id])
-		rows, at := a.cache.put(id, got[id], start)
+		rows, at := a.cache.put(id, got[id], start, epoch)
 		dst[i] = CountRead{Rows: rows, Stored: at, AsOf: at}
 	}
 	return nil

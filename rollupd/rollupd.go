@@ -149,6 +149,15 @@ func (p *Process) handle(ctx context.Context, msgs []natsjs.BatchMsg) error {
 	return nil
 }
 
+// owned lists the partitions this process writes now: its fixed ones, or
+// those pinned to it in the group.
+func (p *Process) owned() []uint32 {
+	if p.group != nil {
+		return p.group.Pinned()
+	}
+	return p.parts
+}
+
 // Rollup returns the rollup.
 func (p *Process) Rollup() *rollup.Rollup { return p.ru }
 
@@ -199,6 +208,14 @@ func (p *Process) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return p.rc.Run(gctx) })
+	if p.pusher != nil {
+		// The agents' read caches learn from the heartbeats that no push
+		// of an owned partition was lost (docs/read-cache.md).
+		g.Go(func() error {
+			p.pusher.RunHeartbeats(gctx, 0, p.owned)
+			return nil
+		})
+	}
 	g.Go(func() error {
 		p.ru.RunTrending(gctx)
 		return nil

@@ -66,6 +66,7 @@ done
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 go build -o "$work/bin/loadgen" ./cmd/loadgen
 go build -o "$work/bin/floor" ./cmd/floor
+go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
 go test -c -o "$work/bin/region.test" ./region/
 # Binary batches when loadgen has them (-body protobuf, cmd/loadgen/wire.go).
 HAS_BODY=0
@@ -137,6 +138,17 @@ for run in $(seq "$RUNS"); do
 	done
 	stop_pid "$fpid"
 
+	echo "-- $(date -u +%T) fasthttp with a trivial handler (httpapi/internal/floor -mode fasthttp, core $SUT_CORE): the most a server on fasthttp reaches"
+	taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$FLOOR_PORT" -mode fasthttp >/dev/null 2>&1 &
+	fpid=$!
+	pids+=("$fpid")
+	wait_http "$FLOOR_PORT" /
+	for mode in get1 get16; do
+		r=$(lg "$FLOOR_PORT" -mode "$mode")
+		kv "fasthttp_${mode}_rps" "$(json "$r" requests_per_s)"
+	done
+	stop_pid "$fpid"
+
 	echo "-- $(date -u +%T) edge-agent standalone (core $SUT_CORE), default durability (fsync), driven by loadgen (core $GEN_CORE)"
 	rm -rf "$work/data"
 	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn \
@@ -178,6 +190,7 @@ for run in $(seq "$RUNS"); do
 	echo "-- $(date -u +%T) G10: increments per row written, Zipf 1.0 over 10^6 items, 1 s flush (exact key draws: -pool 0)"
 	inc0=$(metric edgecount_agent_increments_total)
 	rows0=$(metric edgecount_rollup_rows_written_total)
+	sums0=$(metric edgecount_rollup_partial_sums_total)
 	r=$(lg "$AGENT_PORT" -mode incr100 -zipf 1.0 -items 1000000 -pool 0)
 	sums=-1
 	for _ in $(seq 60); do # until the rollup has applied every flush
@@ -190,6 +203,7 @@ for run in $(seq "$RUNS"); do
 	rows=$(($(metric edgecount_rollup_rows_written_total) - rows0))
 	kv g10_increments "$incs"
 	kv g10_rows "$rows"
+	kv g10_sums "$(($(metric edgecount_rollup_partial_sums_total) - sums0))"
 	kv g10_incr_per_s "$(json "$r" units_per_s)"
 	stop_pid "$apid"
 
@@ -231,10 +245,18 @@ for run in $(seq "$RUNS"); do
 	kv g5_floor "$(ratio "$ec_get1_rps" "$floor_get1_rps")"
 	kv g6_floor "$(ratio "$ec_get16_rps" "$floor_get16_rps")"
 	kv floor_get1_vs_redis "$(ratio "$floor_get1_rps" "$redis_get1")"
+	# What a server on fasthttp could reach at best, trivial handler, same run.
+	kv fasthttp_get1_floor "$(ratio "$fasthttp_get1_rps" "$floor_get1_rps")"
+	kv g5_fasthttp_bound "$(ratio "$fasthttp_get1_rps" "$redis_get1")"
+	kv g2_fasthttp_bound "$(ratio "$fasthttp_get1_rps" "$redis_incr1")"
+	kv g5_of_fasthttp "$(ratio "$ec_get1_rps" "$fasthttp_get1_rps")"
+	kv g6_of_fasthttp "$(ratio "$ec_get16_rps" "$fasthttp_get16_rps")"
 	kv g3 "$(ratio "$g3_atomic_ns" "$(awk -v s="$g3_sharded2_ns" 'BEGIN{print 2*s}')")"
 	kv g4 "$(ratio "$g4_private_ns" "$g4_counters_ns")"
 	kv g4_syncmap "$(ratio "$g4_syncmap_ns" "$g4_counters_ns")"
 	kv g10 "$(ratio "$g10_increments" "$g10_rows")"
+	kv g10_per_sum "$(ratio "$g10_increments" "$g10_sums")"
+	kv g10_sums_per_row "$(ratio "$g10_sums" "$g10_rows")"
 	cat "$kvfile"
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -346,6 +368,29 @@ server can answer faster here. The agent's requests/s against it, same run:
 | 100 increments (JSON) | $(rate floor_incr100_rps) | $(stat floor_incr100_p50_us %.0f) µs | $(stat g1_floor) |
 
 The floor answers one small request $(stat floor_get1_vs_redis)× as fast as Redis \`GET\`.
+
+fasthttp (the agent's server, github.com/valyala/fasthttp) with a trivial
+handler answering the same fixed bytes, same run: $(rate fasthttp_get1_rps) requests/s,
+$(stat fasthttp_get1_floor) of the floor. That bounds every goal stated against Redis for
+one request a call: with no work at all, a server on fasthttp answers
+$(stat g5_fasthttp_bound)× Redis \`GET\` and $(stat g2_fasthttp_bound)× Redis \`INCR\` here, against G5's and
+G2's 1.2. The agent's single reads reach $(stat g5_of_fasthttp) of that trivial handler, its
+16-id reads $(stat g6_of_fasthttp) of it (requests/s). Where the rest goes: docs/server-path.md
+(perf profiles of the agent under each load).
+
+## G10: what one agent's flush leaves to coalesce
+
+In the G10 load, $(stat g10_increments %.0f) increments reached the rollup as $(stat g10_sums %.0f)
+partial sums (one per item and counter per flush: $(stat g10_per_sum) increments each), and
+the rollup wrote $(stat g10_rows %.0f) rows ($(stat g10_sums_per_row) sums per row; every sum
+changes two rows, global and regional). Zipf 1.0 over 10^6 items at this rate
+draws most items once per 1 s flush, so a flush's sum is ~1 increment, and
+with one agent a partition's consecutive messages are a flush apart:
+coalescing merges only what a rollup that fell behind finds queued. Increments
+per row therefore stay near half the increments per sum unless many agents'
+messages of a partition arrive together (or the rate per item is far higher);
+holding writes back to merge more flushes would break G12 (a total visible
+within 1.1 flush intervals).
 
 ## Machine
 

@@ -27,9 +27,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.StartFailed(ctx, logger, err)
 	}
 	if cfg.Standalone() {
-		fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on http://%s data=%s\n", cfg.Region, n.Addr(), cfg.Agent.Data)
+		fmt.Fprintf(stdout, "edgecount edge-agent (standalone) region=%s listening on %s://%s data=%s\n", cfg.Region, n.httpSrv.Scheme(), n.Addr(), cfg.Agent.Data)
 	} else {
-		fmt.Fprintf(stdout, "edgecount edge-agent region=%s agent=%s listening on http://%s\n", cfg.Region, n.agentID, n.Addr())
+		fmt.Fprintf(stdout, "edgecount edge-agent region=%s agent=%s listening on %s://%s\n", cfg.Region, n.agentID, n.httpSrv.Scheme(), n.Addr())
 	}
 	return n.wait(ctx, cfg.Agent.ShutdownTimeout)
 }

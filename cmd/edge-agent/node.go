@@ -18,7 +18,6 @@ import (
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
-	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/metrics"
@@ -57,6 +56,7 @@ type node struct {
 	agentID   string
 	httpSrv   *httpapi.Server
 	tokens    *cli.TokenWatch // nil when the API runs open
+	certs     *cli.Watch      // reloads the TLS certificate; nil without TLS
 	ln        net.Listener
 
 	// The components that run on goroutines (HTTP, the rollup, the
@@ -87,6 +87,11 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	stream := cfg.StreamConfig()
 	reg := cli.Registry()
 	var regs []error
+	tlsCerts, certWatch, err := cli.ListenerTLS("agent.tls", cfg.Agent.TLS, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	n.certs = certWatch
 
 	// The data directory decides the agent id (made once) and records the
 	// epoch of this run, before anything is named after them.
@@ -156,8 +161,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		shards region.ShardWriter = local // the hot-counter rule writes here
 	)
 	if cfg.Redis.Addr != "" {
-		rc := redisdir.DefaultConfig()
-		rc.Addr, rc.Username, rc.Password, rc.DB, rc.Region = cfg.Redis.Addr, cfg.Redis.Username, cfg.Redis.Password, cfg.Redis.DB, cfg.Region
+		rc := cfg.RedisConfig()
 		redisdir.SetClientLogger(logger)
 		if n.directory, err = redisdir.New(ctx, rc, logger); err != nil {
 			return nil, err
@@ -199,7 +203,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	n.agent.Start()
 	// The rollups push the rows they write; the agent updates the items
 	// it keeps warm from them (docs/read-cache.md).
-	if n.rows, err = n.bus.SubscribeRows("", func(written time.Time, rows []engagement.Stats) { n.agent.ApplyRows(written, rows) }, logger); err != nil {
+	if n.rows, err = n.bus.SubscribeRows("", func(p natsjs.RowsPush) { n.agent.ApplyPush(p.Partition, p.Sender, p.Seq, p.Written, p.Rows) }, logger); err != nil {
 		return nil, err
 	}
 	regs = append(regs, registerReadCache(reg, n.agent, n.rows))
@@ -250,6 +254,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
 		Logger:      logger,
+		TLS:         tlsCerts,
 	})
 	n.startComponents(max(cfg.Agent.FlushInterval, time.Second))
 	mode := "standalone"
@@ -382,6 +387,7 @@ func (n *node) close() {
 		n.ln.Close() // closed already if it was served
 	}
 	n.tokens.Close()
+	n.certs.Close()
 	if n.agent != nil {
 		// After Shutdown this returns at once; after a failed start it
 		// stops the agent's loops before the bus and store close.

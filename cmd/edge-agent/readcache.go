@@ -31,6 +31,15 @@ func registerReadCache(reg prometheus.Registerer, a *region.Agent, sub *natsjs.R
 		counter("row_push_rows_total", "Rows received in row pushes.", func() float64 { return float64(st().PushRows) }),
 		counter("row_push_rows_applied_total", "Pushed rows that changed a warm item.", func() float64 { return float64(st().PushRowsApplied) }),
 		gauge("row_push_lag_seconds", "Age of the last row push on arrival: from the rollup's write to here.", func() float64 { return st().PushLag.Seconds() }),
+		counter("row_push_gaps_total", "Gaps seen in the partitions' push sequences (a lost push, a new rollup, a first push); each sends warm items back to the store within cache_ttl.",
+			func() float64 { return float64(st().PushGaps) }),
+		gauge("row_push_feed_whole", "1 while every partition's row pushes arrive in sequence and recently (warm items are then served for cache_ttl_pushed), else 0.",
+			func() float64 {
+				if st().FeedWhole {
+					return 1
+				}
+				return 0
+			}),
 		counter("row_pushes_malformed_total", "Row pushes dropped because they did not decode.", func() float64 { return float64(sub.Malformed()) }),
 		counter("row_pushes_dropped_total", "Row pushes the connection dropped because the agent was slow (repaired by the refresh).",
 			func() float64 { return float64(sub.Dropped()) }),

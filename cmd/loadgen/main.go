@@ -19,6 +19,13 @@
 // sends as fast as it is answered. A progress line (rate, p50/p99, errors,
 // elapsed of total) goes to stderr when it is a terminal, or with -progress.
 //
+// -client sends every request through package client instead (net/http,
+// JSON, one connection a worker, retries off): what a Go integrator gets,
+// measured against the raw path in the same run (not with -pipeline or
+// -body protobuf). -token-file FILE sends a bearer token (its first
+// field) on either path; -wait-ready D asks /readyz through the client
+// until it answers 200, for at most D, before the clock starts.
+//
 // The report (stdout) is one line of JSON by default (-report json):
 // {"mode","requests","units","seconds","requests_per_s","units_per_s",
 // "errors","p50_us","p99_us",...,"ops":{op:{...}}} where units are
@@ -75,6 +82,12 @@ type options struct {
 	// and how many requests a connection writes before reading answers.
 	format   wireFormat
 	pipeline int
+
+	// Set by the client flags (client.go): send through package client;
+	// the bearer token to send ("" for none).
+	client    bool
+	token     string
+	waitReady time.Duration // 0: start at once
 }
 
 // flagHooks let another file add flags: each registers its flags on the
@@ -158,6 +171,9 @@ func parseFlags(args []string, stderr io.Writer, stderrTTY bool) (*options, erro
 			errs = append(errs, err.Error())
 		}
 	}
+	if err := checkClient(o); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if o.pipeline < 1 || o.pipeline > 1024 {
 		errs = append(errs, fmt.Sprintf("pipeline %d: want 1..1024", o.pipeline))
 	}
@@ -186,6 +202,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := io.WriteString(stdout, mdHeader)
 		return err
 	}
+	if o.waitReady > 0 {
+		if err := awaitReady(ctx, o); err != nil {
+			return err
+		}
+	}
 	res := load(ctx, o, stderr, tty)
 	return writeReport(stdout, o, res)
 }
@@ -205,7 +226,11 @@ func load(ctx context.Context, o *options, stderr io.Writer, tty bool) *result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.run(ctx, start, end)
+			if o.client {
+				w.runClient(ctx, start, end)
+			} else {
+				w.run(ctx, start, end)
+			}
 		}()
 	}
 	done := make(chan struct{})

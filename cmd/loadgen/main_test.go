@@ -16,15 +16,30 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/edgecount/edgecount/client"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binBuilt.Load() {
+			if bin, err := agentBinary(); err == nil {
+				os.RemoveAll(filepath.Dir(bin))
+			}
+		}
+		os.Exit(code)
+	}))
+}
+
+// binBuilt is set once agentBinary has built (so that the cleanup does
+// not build it only to remove it).
+var binBuilt atomic.Bool
 
 func TestParseFlags(t *testing.T) {
 	for _, tc := range []struct {
@@ -65,6 +80,11 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-mode", "get1", "-mix", "get1"}, wantErr: "give one"},
 		{args: []string{"-report", "xml"}, wantErr: "report"},
 		{args: []string{"-pool", "-1"}, wantErr: "pool"},
+		{args: []string{"-client"}, check: func(o *options) string { return want(strconv.FormatBool(o.client), "true") }},
+		{args: []string{"-client", "-pipeline", "8"}, wantErr: "does not pipeline"},
+		{args: []string{"-client", "-body", "protobuf"}, wantErr: "sends JSON"},
+		{args: []string{"-token-file", "/no/such/file"}, wantErr: "token-file"},
+		{args: []string{"-wait-ready", "-1s"}, wantErr: "wait-ready"},
 		{args: []string{"stray"}, wantErr: "unexpected arguments"},
 		// Every problem is named at once.
 		{args: []string{"-conns", "0", "-items", "0"}, wantErr: "conns 0: want 1..1024; items 0"},
@@ -400,6 +420,7 @@ var agentBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "edge-agent")
+	binBuilt.Store(true)
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/edgecount/edgecount/cmd/edge-agent").CombinedOutput()
 	if err != nil {
 		return "", &buildError{err, out}
@@ -418,14 +439,13 @@ func (e *buildError) Error() string {
 
 // startAgent runs a standalone edge agent (embedded store and NATS) on a
 // free loopback port and returns its address.
-func startAgent(t *testing.T) string {
+func startAgent(t *testing.T, args ...string) string {
 	t.Helper()
 	bin, err := agentBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
-	cmd := exec.Command(bin, "--data", t.TempDir(), "--http", "127.0.0.1:0", "--durability", "none", "--flush-interval", "200ms")
+	cmd := exec.Command(bin, append([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--durability", "none", "--flush-interval", "200ms"}, args...)...)
 	cmd.Env = append(os.Environ(), "EDGECOUNT_LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -469,13 +489,26 @@ func runJSON(t *testing.T, args ...string) result {
 	return r
 }
 
-// TestAgainstAgent drives a real standalone agent: a mix is answered
-// without errors in its ratio, and the increments loadgen reports as sent
-// are exactly the totals the agent then serves.
+// TestAgainstAgent drives a real standalone agent, over raw connections
+// and through package client (-client): a mix is answered without errors
+// in its ratio, and the increments loadgen reports as sent are exactly the
+// totals the agent then serves.
 func TestAgainstAgent(t *testing.T) {
 	addr := startAgent(t)
+	for _, via := range []string{"raw", "client"} {
+		t.Run(via, func(t *testing.T) { againstAgent(t, addr, via == "client") })
+	}
+}
 
-	r := runJSON(t, "-addr", addr, "-mix", "incr=60,get=25,react=10,get16=5", "-zipf", "1.0", "-items", "100000", "-conns", "4", "-duration", "2s")
+func againstAgent(t *testing.T, addr string, viaClient bool) {
+	var extra []string
+	if viaClient {
+		extra = []string{"-client"}
+	}
+	r := runJSON(t, append([]string{"-addr", addr, "-mix", "incr=60,get=25,react=10,get16=5", "-zipf", "1.0", "-items", "100000", "-conns", "4", "-duration", "2s"}, extra...)...)
+	if r.Client != viaClient {
+		t.Errorf("report says client %v; want %v", r.Client, viaClient)
+	}
 	if r.Errors != 0 || r.IOErrors != 0 || r.Requests < 100 {
 		t.Fatalf("mixed run %+v, want ≥ 100 requests and no errors (first: %s)", r, r.FirstStatus)
 	}
@@ -493,49 +526,82 @@ func TestAgainstAgent(t *testing.T) {
 	// units loadgen reports.
 	// The mixed run's last flush may still be on its way: take the
 	// baseline once it holds still for a second (five flush intervals).
-	before := viewTotal(t, addr, 3)
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := viewTotal(t, c, 3)
 	testenv.Eventually(t, 20*time.Second, "the mixed run's totals to settle", func() (string, bool) {
 		time.Sleep(time.Second)
-		now := viewTotal(t, addr, 3)
+		now := viewTotal(t, c, 3)
 		settled := now == before
 		before = now
 		return "views still moving: " + itoa(now), settled
 	})
-	r = runJSON(t, "-addr", addr, "-mode", "incr100", "-items", "3", "-conns", "2", "-duration", "1s")
+	r = runJSON(t, append([]string{"-addr", addr, "-mode", "incr100", "-items", "3", "-conns", "2", "-duration", "1s"}, extra...)...)
 	if r.Errors != 0 || r.Units != 100*r.Requests || r.Units == 0 {
 		t.Fatalf("incr100 run %+v", r)
 	}
 	testenv.Eventually(t, 20*time.Second, "the agent's view totals to hold what loadgen sent", func() (string, bool) {
-		got := viewTotal(t, addr, 3) - before
+		got := viewTotal(t, c, 3) - before
 		return "views " + itoa(got) + ", want " + itoa(r.Units), got == r.Units
 	})
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// viewTotal sums the global view totals of item-0..item-(n-1).
-func viewTotal(t *testing.T, addr string, n int) int64 {
+// viewTotal sums the global view totals of item-0..item-(n-1); an item
+// without totals counts 0.
+func viewTotal(t *testing.T, c *client.Client, n int) int64 {
 	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = itemID(i)
+	}
+	counts, err := c.Counts(context.Background(), "", ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var sum int64
-	for i := range n {
-		resp, err := http.Get("http://" + addr + "/v1/counts/item-" + itoa(int64(i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET count: %d %s", resp.StatusCode, body)
-		}
-		var v struct {
-			Counters map[string]int64 `json:"counters"`
-		}
-		if err := json.Unmarshal(body, &v); err != nil {
-			t.Fatalf("%v: %s", err, body)
-		}
-		sum += v.Counters["view"]
+	for _, row := range counts {
+		sum += row.Counters["view"]
 	}
 	return sum
+}
+
+// TestTokenFile: against an agent with a token file, requests without a
+// token are all refused (401, counted as errors) and -token-file's token
+// is accepted, over raw connections and through package client.
+// -wait-ready finds a running agent ready, and gives up on a closed port
+// naming it.
+func TestTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("# loadgen\nlg-0123456789abcdef write,read loadgen\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startAgent(t, "--auth-tokens", tokens)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	err = run(context.Background(), []string{"-addr", closed, "-wait-ready", "300ms", "-duration", "1s"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not ready after 300ms") || !strings.Contains(err.Error(), closed) {
+		t.Errorf("-wait-ready on a closed port: %v; want it not ready, naming %s", err, closed)
+	}
+	for _, via := range [][]string{nil, {"-client"}} {
+		args := append([]string{"-addr", addr, "-mix", "incr100=1,get1=1", "-conns", "2", "-duration", "500ms"}, via...)
+		r := runJSON(t, args...)
+		if r.Requests == 0 || r.Errors != r.Requests || !strings.Contains(r.FirstStatus, "HTTP 401") {
+			t.Errorf("%v without a token: %d requests, %d errors (first %q); want every one a 401", via, r.Requests, r.Errors, r.FirstStatus)
+		}
+		r = runJSON(t, append(args, "-token-file", tokens, "-wait-ready", "10s")...)
+		if r.Requests == 0 || r.Errors != 0 || r.IOErrors != 0 {
+			t.Errorf("%v with -token-file: %d requests, %d errors, %d broken (first %q); want none refused", via, r.Requests, r.Errors, r.IOErrors, r.FirstStatus)
+		}
+	}
 }
 
 // BenchmarkAppendNext is the generator's cost of building one request, per

@@ -28,6 +28,7 @@ type result struct {
 	Conns      int                 `json:"conns"`
 	Pipeline   int                 `json:"pipeline"`
 	Body       string              `json:"body"`
+	Client     bool                `json:"client,omitempty"`    // sent through package client (-client)
 	Rate       float64             `json:"rate,omitempty"`      // the target, requests/s
 	Saturated  bool                `json:"saturated,omitempty"` // answered < 95% of the target rate
 	Items      int                 `json:"items"`
@@ -50,7 +51,7 @@ func micros(d time.Duration) float64 {
 func gather(o *options, workers []*worker, elapsed time.Duration) *result {
 	res := &result{
 		Mode: o.mix.String(), Seconds: elapsed.Seconds(), Conns: o.conns, Pipeline: o.pipeline,
-		Body: formatName(o.format), Rate: o.rate, Items: o.items, Zipf: o.zipf, Ops: map[string]opResult{},
+		Body: formatName(o.format), Client: o.client, Rate: o.rate, Items: o.items, Zipf: o.zipf, Ops: map[string]opResult{},
 	}
 	var all snapshot
 	for i := range numOps {

@@ -24,7 +24,7 @@ var wireFormats = map[string]wireFormat{"json": jsonFormat{}}
 // builder holds what request building shares: the rendered Host header and
 // a scratch buffer for bodies. One per worker.
 type builder struct {
-	host    string // "Host: 127.0.0.1:8080\r\n"
+	host    string // "Host: 127.0.0.1:8080\r\n" (and the Authorization header of -token-file)
 	scratch []byte
 }
 
@@ -101,7 +101,7 @@ type gen struct {
 }
 
 func newGen(o *options, seed uint64) *gen {
-	return &gen{
+	g := &gen{
 		rng:    rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
 		keys:   o.keys,
 		mix:    o.mix,
@@ -109,6 +109,10 @@ func newGen(o *options, seed uint64) *gen {
 		b:      newBuilder(o.addr),
 		ids:    make([]int, 0, 100),
 	}
+	if o.token != "" {
+		g.b.host += "Authorization: Bearer " + o.token + "\r\n"
+	}
+	return g
 }
 
 func (g *gen) draw(n int) []int {

@@ -85,6 +85,7 @@ type process struct {
 	proc   *rollupd.Process
 	srv    *httpapi.Server
 	tokens *cli.TokenWatch // nil when the API runs open
+	certs  *cli.Watch      // reloads the TLS certificate; nil without TLS
 	ln     net.Listener
 }
 
@@ -103,10 +104,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.StartFailed(ctx, logger, err)
 	}
 	if g := p.proc.Group(); g != nil {
-		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s member=%s sharing %d partitions (handover within %v)\n",
-			p.ln.Addr(), cfg.NATS.URL, g.MemberID(), cfg.Partitions, g.Config().HandoverBound())
+		fmt.Fprintf(stdout, "edgecount rollup listening on %s://%s nats=%s member=%s sharing %d partitions (handover within %v)\n",
+			p.srv.Scheme(), p.ln.Addr(), cfg.NATS.URL, g.MemberID(), cfg.Partitions, g.Config().HandoverBound())
 	} else {
-		fmt.Fprintf(stdout, "edgecount rollup listening on http://%s nats=%s partitions=%v\n", p.ln.Addr(), cfg.NATS.URL, p.proc.Partitions())
+		fmt.Fprintf(stdout, "edgecount rollup listening on %s://%s nats=%s partitions=%v\n", p.srv.Scheme(), p.ln.Addr(), cfg.NATS.URL, p.proc.Partitions())
 	}
 	if err := p.run(ctx); err != nil {
 		return err
@@ -167,7 +168,12 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if handler, p.tokens, err = cli.Authenticate(cfg.Auth, cfg.Rollup.HTTP, handler, reg, logger); err != nil {
 		return nil, err
 	}
-	p.srv = httpapi.NewServer(handler, httpapi.ServerConfig{ReadTimeout: 30 * time.Second, Logger: logger})
+	tlsCerts, certWatch, err := cli.ListenerTLS("rollup.tls", cfg.Rollup.TLS, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	p.certs = certWatch
+	p.srv = httpapi.NewServer(handler, httpapi.ServerConfig{ReadTimeout: 30 * time.Second, Logger: logger, TLS: tlsCerts})
 	if p.ln, err = net.Listen("tcp", cfg.Rollup.HTTP); err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
 	}
@@ -223,6 +229,7 @@ func (p *process) close() {
 		p.ln.Close() // closed already if it was served
 	}
 	p.tokens.Close()
+	p.certs.Close()
 	if p.bus != nil {
 		cli.Close(p.logger, p.bus, "drain broker connection")
 	}

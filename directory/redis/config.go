@@ -1,8 +1,12 @@
 package redis
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
@@ -18,9 +22,13 @@ type Config struct {
 	// Addr is the Redis server, host:port.
 	Addr string
 	// Username and Password authenticate with Redis (ACL user, or only a
-	// password for requirepass). Empty means no authentication.
+	// password for requirepass). Empty means no authentication. Neither
+	// appears in a log line or an error.
 	Username string
 	Password string
+	// TLS, when enabled, encrypts every connection and verifies the
+	// server.
+	TLS TLSConfig
 	// DB is the Redis logical database.
 	DB int
 
@@ -68,6 +76,56 @@ type Config struct {
 	MaxItems int
 }
 
+// TLSConfig is the client's TLS (redis-server --tls-port).
+type TLSConfig struct {
+	// Enabled turns TLS on; without CAFile the server is verified against
+	// the system's roots.
+	Enabled bool
+	// CAFile holds the PEM certificates that verify the server's.
+	CAFile string
+	// CertFile and KeyFile are the client's certificate and key (PEM), for
+	// a server that authenticates clients (--tls-auth-clients yes).
+	CertFile, KeyFile string
+	// ServerName is the name verified in the server's certificate; empty
+	// means the host of Addr.
+	ServerName string
+}
+
+// clientConfig returns the tls.Config of t for a server at addr, nil when
+// TLS is off. A file that cannot be read or holds no certificate is an
+// error naming it.
+func (t TLSConfig) clientConfig(addr string) (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("tls: no server name: addr %q: %w", addr, err)
+		}
+		cfg.ServerName = host
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: cannot read ca_file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: ca_file %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: cannot load client certificate %s and key %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
 // Defaults of DefaultConfig.
 const (
 	DefaultAddr            = "127.0.0.1:6379"
@@ -106,6 +164,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Addr == "" {
 		errs = append(errs, errors.New("addr is empty"))
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("tls: cert file and key file go together"))
 	}
 	if c.DB < 0 {
 		errs = append(errs, fmt.Errorf("db %d is negative", c.DB))

@@ -200,8 +200,13 @@ func newDirectory(ctx context.Context, cfg Config, logger *slog.Logger, hooks ..
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	tlsCfg, err := cfg.TLS.clientConfig(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create redis directory: %w", err)
+	}
 	client := goredis.NewClient(&goredis.Options{
 		Addr:         cfg.Addr,
+		TLSConfig:    tlsCfg,
 		Username:     cfg.Username,
 		Password:     cfg.Password,
 		DB:           cfg.DB,
@@ -225,7 +230,7 @@ func newDirectory(ctx context.Context, cfg Config, logger *slog.Logger, hooks ..
 		cfg:      cfg,
 		keys:     newKeys(cfg.Region),
 		def:      cfg.DefaultShards,
-		log:      logger.With("component", "directory/redis", "region", cfg.Region, "addr", cfg.Addr),
+		log:      logger.With("component", "directory/redis", "region", cfg.Region, "addr", cfg.Addr, "tls", tlsCfg != nil),
 		client:   client,
 		pending:  make(map[fetchKey]struct{}),
 		queue:    make(chan fetchKey, cfg.QueueSize),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -106,4 +107,25 @@ func Within(t testing.TB, timeout time.Duration, what string, f func() error) er
 		t.Fatalf("after %v: still waiting for %s", timeout, what)
 		return nil
 	}
+}
+
+// NeedCommand returns the program a test needs: the path in the environment
+// variable env when it is set, else the first of names found on PATH. When
+// there is none it fails t under CI and skips it otherwise; both messages
+// name installCommand, the command that installs it.
+func NeedCommand(t testing.TB, env string, names []string, installCommand string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			Unavailable(t, fmt.Sprintf("%s=%s: %v; unset it, or install one with %s", env, p, err, installCommand))
+		}
+		return p
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	Unavailable(t, fmt.Sprintf("none of %v on PATH (nor %s set); install one with %s", names, env, installCommand))
+	return ""
 }

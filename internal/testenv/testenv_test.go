@@ -141,3 +141,31 @@ func TestWithin(t *testing.T) {
 		t.Fatalf("Within of a hanging f failed with %q; want %q", r.fatal, want)
 	}
 }
+
+func TestNeedCommand(t *testing.T) {
+	t.Setenv("EDGECOUNT_TEST_PROGRAM", "")
+	if p := NeedCommand(t, "EDGECOUNT_TEST_PROGRAM", []string{"no-such-program-x", "go"}, "./install-it"); !strings.HasSuffix(p, "go") {
+		t.Fatalf("NeedCommand(no-such-program-x, go) = %q; want the path of go", p)
+	}
+	t.Setenv("EDGECOUNT_TEST_PROGRAM", "go")
+	if p := NeedCommand(t, "EDGECOUNT_TEST_PROGRAM", []string{"no-such-program-x"}, "./install-it"); p != "go" {
+		t.Fatalf("NeedCommand with EDGECOUNT_TEST_PROGRAM=go = %q; want go", p)
+	}
+	for _, env := range []string{"", "/no/such/program"} {
+		t.Setenv("EDGECOUNT_TEST_PROGRAM", env)
+		for _, ci := range []string{"", "true"} {
+			t.Setenv("CI", ci)
+			r := run(t, func(tb testing.TB) {
+				NeedCommand(tb, "EDGECOUNT_TEST_PROGRAM", []string{"no-such-program-x"}, "./install-it")
+			})
+			got := r.skip
+			if ci == "true" {
+				got = r.fatal
+			}
+			if !strings.Contains(got, "./install-it") || (ci == "true") != (r.fatal != "") {
+				t.Fatalf("EDGECOUNT_TEST_PROGRAM=%q CI=%q: NeedCommand of a missing program: fatal %q, skip %q; want the %s to name the install command",
+					env, ci, r.fatal, r.skip, map[string]string{"": "skip", "true": "failure"}[ci])
+			}
+		}
+	}
+}

@@ -14,14 +14,38 @@ import (
 	"github.com/edgecount/edgecount/httpapi"
 )
 
-// TokenWatch reloads a token file on SIGHUP until Close.
-type TokenWatch struct {
+// Watch runs a reload on every SIGHUP until Close.
+type Watch struct {
 	stop chan struct{}
 	done chan struct{}
 }
 
+// TokenWatch is the Watch that reloads a token file.
+type TokenWatch = Watch
+
+// onHUP calls reload on every SIGHUP, one call at a time, until the
+// returned watch is closed.
+func onHUP(reload func()) *Watch {
+	w := &Watch{stop: make(chan struct{}), done: make(chan struct{})}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer close(w.done)
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-hup:
+				reload()
+			}
+		}
+	}()
+	return w
+}
+
 // Close stops the reloads; it is safe on a nil watch.
-func (w *TokenWatch) Close() error {
+func (w *Watch) Close() error {
 	if w != nil {
 		close(w.stop)
 		<-w.done
@@ -49,24 +73,11 @@ func Authenticate(cfg config.Auth, listen string, h http.Handler, reg prometheus
 	if err != nil || p.Open() {
 		return wrapped, nil, err
 	}
-	w := &TokenWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer close(w.done)
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-hup:
-				if err := p.Keeper.Reload(); err != nil {
-					logger.Error("token file reload failed; tokens unchanged", "err", err)
-				} else {
-					logger.Info("token file reloaded", "tokens", p.Keeper.Tokens().Len())
-				}
-			}
+	return wrapped, onHUP(func() {
+		if err := p.Keeper.Reload(); err != nil {
+			logger.Error("token file reload failed; tokens unchanged", "err", err)
+		} else {
+			logger.Info("token file reloaded", "tokens", p.Keeper.Tokens().Len())
 		}
-	}()
-	return wrapped, w, nil
+	}), nil
 }

@@ -64,6 +64,8 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 	file := fs.String("config", getenv("EDGECOUNT_CONFIG"), "YAML configuration `file`, e.g. deploy/regions/us-east.yaml (env EDGECOUNT_CONFIG)")
 	level := fs.String("log-level", "", "log `level`: debug, info, warn, error (env EDGECOUNT_LOG_LEVEL)")
 	tokens := fs.String("auth-tokens", "", "bearer token `file` (TOKEN SCOPE[,SCOPE…] [NAME] a line), reloaded on SIGHUP (env EDGECOUNT_AUTH_TOKENS)")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (PEM; reloaded on SIGHUP; env EDGECOUNT_TLS_CERT, rollup EDGECOUNT_ROLLUP_TLS_CERT)")
+	tlsKey := fs.String("tls-key", "", "the certificate's key `file` (PEM; env EDGECOUNT_TLS_KEY, rollup EDGECOUNT_ROLLUP_TLS_KEY)")
 	apply := flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -79,6 +81,12 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 	envErr := cfg.ApplyEnv(getenv)
 	Override(&cfg.LogLevel, *level)
 	Override(&cfg.Auth.TokensFile, *tokens)
+	listenerTLS := &cfg.Agent.TLS
+	if role == config.RoleRollup {
+		listenerTLS = &cfg.Rollup.TLS
+	}
+	Override(&listenerTLS.CertFile, *tlsCert)
+	Override(&listenerTLS.KeyFile, *tlsKey)
 	flagErr := apply(&cfg)
 	return cfg, errors.Join(envErr, flagErr, cfg.Finish(role))
 }

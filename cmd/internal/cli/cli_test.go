@@ -67,3 +67,26 @@ func TestLoadConfigListsEveryProblem(t *testing.T) {
 type errMsg string
 
 func (e errMsg) Error() string { return string(e) }
+
+// TestLoadConfigTLS: --tls-cert and --tls-key set the certificate of the
+// command's own listener: agent.tls for an agent, rollup.tls for a rollup.
+func TestLoadConfigTLS(t *testing.T) {
+	none := func(*flag.FlagSet) func(*config.Config) error { return func(*config.Config) error { return nil } }
+	env := func(string) string { return "" }
+	args := []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem"}
+	cfg, err := LoadConfig("test", config.RoleAgent, args, env, io.Discard, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agent.TLS != (config.TLS{CertFile: "/c.pem", KeyFile: "/k.pem"}) || cfg.Rollup.TLS.Enabled() {
+		t.Errorf("agent: agent.tls %+v, rollup.tls %+v; want the flags in agent.tls only", cfg.Agent.TLS, cfg.Rollup.TLS)
+	}
+	rollupEnv := func(k string) string { return map[string]string{"EDGECOUNT_NATS_URL": "nats://127.0.0.1:4222"}[k] }
+	cfg, err = LoadConfig("test", config.RoleRollup, args, rollupEnv, io.Discard, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rollup.TLS != (config.TLS{CertFile: "/c.pem", KeyFile: "/k.pem"}) || cfg.Agent.TLS.Enabled() {
+		t.Errorf("rollup: rollup.tls %+v, agent.tls %+v; want the flags in rollup.tls only", cfg.Rollup.TLS, cfg.Agent.TLS)
+	}
+}
