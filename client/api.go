@@ -90,22 +90,68 @@ type Counts struct {
 	Dislikes  int64            `json:"dislikes"`
 	Counters  map[string]int64 `json:"counters"`
 	UpdatedAt *time.Time       `json:"updated_at"`
+	// AsOf is the time the answer reflects: for eventual, when the stored
+	// totals were last known current; for fresh, when the held deltas
+	// were collected.
+	AsOf *time.Time `json:"as_of"`
+	// StalenessMs is how long before the answer the stored totals were
+	// last known current, when the agent knows it.
+	StalenessMs *int64 `json:"staleness_ms,omitempty"`
+	// Consistency is "fresh" on a fresh read, empty on an eventual one;
+	// MissingPeers names the region peers a fresh read did not hear from.
+	Consistency  string   `json:"consistency,omitempty"`
+	MissingPeers []string `json:"missing_peers,omitempty"`
+}
+
+// Accuracy modes of count reads (ReadOptions.Consistency).
+const (
+	Eventual = "eventual" // the stored totals (the server's default)
+	Fresh    = "fresh"    // plus the deltas the region's agents hold
+)
+
+// ReadOptions select a count read's scope and accuracy mode; zero fields
+// take the server's defaults (global, eventual).
+type ReadOptions struct {
+	Region      string
+	Consistency string
+}
+
+func (o ReadOptions) query(q url.Values) url.Values {
+	q = regionQuery(q, o.Region)
+	if o.Consistency != "" {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("consistency", o.Consistency)
+	}
+	return q
 }
 
 // Count reads one item's totals; region "" means global.
 func (c *Client) Count(ctx context.Context, contentID, region string) (Counts, error) {
+	return c.CountWith(ctx, contentID, ReadOptions{Region: region})
+}
+
+// CountWith reads one item's totals in the scope and mode of o.
+func (c *Client) CountWith(ctx context.Context, contentID string, o ReadOptions) (Counts, error) {
 	var out Counts
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/counts/" + url.PathEscape(contentID), query: regionQuery(nil, region)}, &out)
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/counts/" + url.PathEscape(contentID), query: o.query(nil)}, &out)
 	return out, err
 }
 
 // Counts reads the totals of contentIDs (1..100), in the order asked;
 // region "" means global.
 func (c *Client) Counts(ctx context.Context, region string, contentIDs ...string) ([]Counts, error) {
+	return c.CountsWith(ctx, ReadOptions{Region: region}, contentIDs...)
+}
+
+// CountsWith reads the totals of contentIDs (1..100), in the order asked,
+// in the scope and mode of o.
+func (c *Client) CountsWith(ctx context.Context, o ReadOptions, contentIDs ...string) ([]Counts, error) {
 	var out struct {
 		Counts []Counts `json:"counts"`
 	}
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/counts", query: regionQuery(url.Values{"content_id": contentIDs}, region)}, &out)
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/counts", query: o.query(url.Values{"content_id": contentIDs})}, &out)
 	return out.Counts, err
 }
 

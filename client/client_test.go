@@ -107,6 +107,20 @@ func TestEveryRouteAgainstAnAgent(t *testing.T) {
 	if err != nil || len(counts) != 3 || counts[1].Counters["share"] != 1 || counts[2].ContentID != "v1" {
 		t.Fatalf("Counts = %+v, %v", counts, err)
 	}
+	if counts[0].AsOf == nil || counts[0].StalenessMs == nil || counts[0].Consistency != "" {
+		t.Errorf("eventual count = %+v; want as_of and staleness_ms", counts[0])
+	}
+	// Fresh, once everything is applied: the same totals, never doubled.
+	fresh, err := c.CountsWith(ctx, client.ReadOptions{Consistency: client.Fresh}, "v1")
+	if err != nil || len(fresh) != 1 || fresh[0].Consistency != client.Fresh || fresh[0].AsOf == nil ||
+		fresh[0].Likes != 1 || fresh[0].Counters["view"] != 3 {
+		t.Fatalf("fresh Counts = %+v, %v; want 1 like, 3 views", fresh, err)
+	}
+	var ce *client.Error
+	if _, err := c.CountWith(ctx, "v1", client.ReadOptions{Consistency: "strong"}); !errors.As(err, &ce) ||
+		ce.Status != http.StatusBadRequest || ce.Field != "consistency" {
+		t.Fatalf("CountWith consistency strong = %v; want a 400 naming consistency", err)
+	}
 	testenv.Eventually(t, 30*time.Second, "v1 trending", func() (string, bool) {
 		tr, err := c.Trending(ctx, client.TrendingQuery{Counter: "view", K: 5})
 		return fmt.Sprintf("%+v %v", tr, err), err == nil && len(tr.Items) > 0 && tr.Items[0].ContentID == "v1"

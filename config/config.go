@@ -811,6 +811,7 @@ func (c Config) AgentConfig() region.Config {
 	ac.Partitions = c.Partitions
 	ac.FlushInterval = c.Agent.FlushInterval
 	ac.CacheTTL, ac.CachePushedTTL = c.Agent.CacheTTL, c.Agent.CacheTTLPushed
+	ac.SourcedStream = c.NATS.Domain != ""
 	ac.Log = region.LogConfig{
 		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),
 		SyncInterval: c.Agent.DurabilityInterval, MaxBytes: c.Agent.LogMaxBytes,

@@ -14,10 +14,11 @@
 //   - Every message is bounded and validated before use; one that fails is
 //     dropped whole and counted. No input panics (the decoders are fuzzed).
 //
-// All methods of Node are safe for concurrent use. Node starts two
-// goroutines (the large-value sender and the rejoin loop) and Close waits
-// for both before shutting memberlist down; memberlist's own goroutines end
-// shortly after. Leave before Close so peers see "left" rather than "dead".
+// All methods of Node are safe for concurrent use. Node starts the
+// large-value sender, the rejoin loop, the query server and one goroutine
+// per query send (query.go: a question to every live member, answered over
+// TCP), and Close waits for all before shutting memberlist down;
+// memberlist's own goroutines end shortly after. Leave before Close so peers see "left" rather than "dead".
 // Lock order: memberlist's locks, then the log writer's, then Node.mu; Node
 // never calls into memberlist with Node.mu held. Design note: docs/gossip.md
 // (membership, key rotation, rejected traffic, shared values).

@@ -197,6 +197,7 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	wake   chan struct{}
+	q      queryState // questions asked and served (query.go)
 
 	// lifeMu orders Leave and Close (memberlist panics on a Leave after
 	// Shutdown); keysMu serializes ReloadKeys.
@@ -241,6 +242,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		leaving: make(map[string]time.Time),
 		wake:    make(chan struct{}, 1),
 	}
+	n.q.in = make(chan question, queryQueue)
 	mc := cfg.memberlistConfig()
 	meta := Meta{Region: cfg.Region, AgentID: cfg.AgentID, HTTPAddr: cfg.HTTPAddr, Version: cfg.Version}
 	if cfg.KeyFile != "" {
@@ -291,8 +293,9 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	ln := ml.LocalNode() // memberlist hands out its own record: copy at once
 	n.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	n.timeout = mc.TCPTimeout
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.sendLoop()
+	go n.serveLoop()
 	if len(cfg.Seeds) > 0 && cfg.RejoinInterval > 0 {
 		n.wg.Add(1)
 		go n.rejoinLoop()
@@ -630,6 +633,10 @@ func (n *Node) receive(buf []byte, forward bool) {
 			n.stats.StateMalformed.Add(1)
 		}
 		n.logger.Debug("gossip state message dropped", "bytes", len(buf), "err", err)
+		return
+	}
+	if msg.kind == kindQuery || msg.kind == kindAnswer {
+		n.receiveQuery(msg)
 		return
 	}
 	if msg.kind == kindLeave {

@@ -13,6 +13,8 @@ const (
 	wireVersion    = 1
 	kindEntries    = 1
 	kindLeave      = 2
+	kindQuery      = 3
+	kindAnswer     = 4
 	maxKeyLen      = 64
 	maxNodeNameLen = engagement.MaxIDLen
 	// MaxValueLimit is the largest Config.MaxValueBytes.
@@ -101,6 +103,11 @@ type message struct {
 	kind    byte
 	entries []entry
 	leaving string
+	// A question or an answer (kindQuery, kindAnswer; query.go).
+	id      uint64
+	from    string
+	payload []byte
+	errMsg  string
 }
 
 // decodeMessage parses a state message, validating every field: names and
@@ -123,6 +130,18 @@ func decodeMessage(b []byte, maxValue int) (message, error) {
 	case kindLeave:
 		m.leaving = d.str(maxNodeNameLen, "node")
 		if d.err == nil && !engagement.ValidID(m.leaving) {
+			d.err = fmt.Errorf("%w: bad node name", errMalformed)
+		}
+	case kindQuery, kindAnswer:
+		m.id = d.uvarint()
+		m.from = d.str(maxNodeNameLen, "node")
+		if p := d.bytes(MaxQueryBytes, "payload", errOversized); d.err == nil {
+			m.payload = append([]byte{}, p...)
+		}
+		if m.kind == kindAnswer {
+			m.errMsg = d.str(maxErrLen, "error")
+		}
+		if d.err == nil && !engagement.ValidID(m.from) {
 			d.err = fmt.Errorf("%w: bad node name", errMalformed)
 		}
 	default:

@@ -35,12 +35,14 @@ type Service interface {
 	// strings share memory with the request body, so an implementation that
 	// keeps a string (e.g. as a map key) must strings.Clone it.
 	Increment(ctx context.Context, incs []region.Increment) error
-	// Counts returns every scope row (global and per region) of each of
-	// contentIDs; ids without rows are absent. contentIDs may repeat an id;
-	// the slice is reused after the call and its strings may share memory
-	// with the request, so an implementation that keeps one (e.g. as a
-	// cache key) must strings.Clone it.
-	Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error)
+	// ReadCounts puts in dst[i] every scope row (global and per region) of
+	// contentIDs[i], with the times the answer reflects, in the accuracy
+	// mode asked (region.Agent.ReadCounts); len(dst) == len(contentIDs).
+	// contentIDs may repeat an id; the slices are reused after the call and
+	// the ids' strings may share memory with the request, so an
+	// implementation that keeps one (e.g. as a cache key) must
+	// strings.Clone it.
+	ReadCounts(ctx context.Context, contentIDs []string, mode region.Consistency, dst []region.CountRead) (region.ReadInfo, error)
 	// Ready returns nil when every dependency is reachable.
 	Ready(ctx context.Context) error
 	// Trending returns the k items with the largest counts of counter over

@@ -50,7 +50,7 @@ func TestHappyPaths(t *testing.T) {
 	}
 	var want100 []string
 	for _, id := range batch100 {
-		want100 = append(want100, `{"content_id":"`+id+`","region":"global","likes":0,"dislikes":0,"counters":{},"updated_at":null}`)
+		want100 = append(want100, `{"content_id":"`+id+`","region":"global","likes":0,"dislikes":0,"counters":{},"updated_at":null,"as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`)
 	}
 	for _, c := range []struct {
 		name, method, target, ctype, body string
@@ -116,31 +116,46 @@ func TestHappyPaths(t *testing.T) {
 		},
 		{
 			name: "get count, global by default", method: "GET", target: "/v1/counts/c1",
-			wantStatus: 200, wantBody: `{"content_id":"c1","region":"global","likes":10,"dislikes":2,"counters":{"share":5,"view":100},"updated_at":"2025-01-02T03:04:05.006Z"}`,
+			wantStatus: 200, wantBody: `{"content_id":"c1","region":"global","likes":10,"dislikes":2,"counters":{"share":5,"view":100},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`,
 			wantCalls: []string{"Counts [c1]"},
 		},
 		{
 			name: "get count, region", method: "GET", target: "/v1/counts/c1?region=us",
-			wantStatus: 200, wantBody: `{"content_id":"c1","region":"us","likes":3,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z"}`,
+			wantStatus: 200, wantBody: `{"content_id":"c1","region":"us","likes":3,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`,
 			wantCalls: []string{"Counts [c1]"},
 		},
 		{
 			name: "get count, region without a row", method: "GET", target: "/v1/counts/c1?region=ap",
-			wantStatus: 200, wantBody: `{"content_id":"c1","region":"ap","likes":0,"dislikes":0,"counters":{},"updated_at":null}`,
+			wantStatus: 200, wantBody: `{"content_id":"c1","region":"ap","likes":0,"dislikes":0,"counters":{},"updated_at":null,"as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`,
 			wantCalls: []string{"Counts [c1]"},
 		},
 		{
 			name: "get count, explicit global", method: "GET", target: "/v1/counts/c2?region=global",
-			wantStatus: 200, wantBody: `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z"}`,
+			wantStatus: 200, wantBody: `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`,
 			wantCalls: []string{"Counts [c2]"},
 		},
 		{
 			name: "batch counts in order asked", method: "GET", target: "/v1/counts?content_id=c2&content_id=c9&region=eu&content_id=c1",
 			wantStatus: 200, wantBody: `{"counts":[` +
-				`{"content_id":"c2","region":"eu","likes":0,"dislikes":0,"counters":{},"updated_at":null},` +
-				`{"content_id":"c9","region":"eu","likes":0,"dislikes":0,"counters":{},"updated_at":null},` +
-				`{"content_id":"c1","region":"eu","likes":7,"dislikes":2,"counters":{"view":60},"updated_at":"2025-01-02T03:04:05.006Z"}]}`,
+				`{"content_id":"c2","region":"eu","likes":0,"dislikes":0,"counters":{},"updated_at":null,"as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500},` +
+				`{"content_id":"c9","region":"eu","likes":0,"dislikes":0,"counters":{},"updated_at":null,"as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500},` +
+				`{"content_id":"c1","region":"eu","likes":7,"dislikes":2,"counters":{"view":60},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}]}`,
 			wantCalls: []string{"Counts [c2 c9 c1]"},
+		},
+		{
+			name: "get count, eventual explicitly", method: "GET", target: "/v1/counts/c2?consistency=eventual",
+			wantStatus: 200, wantBody: `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`,
+			wantCalls: []string{"Counts [c2]"},
+		},
+		{
+			name: "get count, fresh", method: "GET", target: "/v1/counts/c2?consistency=fresh&region=global",
+			wantStatus: 200, wantBody: `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:07.506Z","staleness_ms":1500,"consistency":"fresh"}`,
+			wantCalls: []string{"Counts fresh [c2]"},
+		},
+		{
+			name: "batch counts, fresh", method: "GET", target: "/v1/counts?consistency=fresh&content_id=c9",
+			wantStatus: 200, wantBody: `{"counts":[{"content_id":"c9","region":"global","likes":0,"dislikes":0,"counters":{},"updated_at":null,"as_of":"2025-01-02T03:04:07.506Z","staleness_ms":1500,"consistency":"fresh"}]}`,
+			wantCalls: []string{"Counts fresh [c9]"},
 		},
 		{
 			name: "batch counts, 100 ids", method: "GET", target: "/v1/counts?" + idsQuery(batch100...),
@@ -620,5 +635,24 @@ func TestTrendingUntrackedFromService(t *testing.T) {
 	}
 	if calls := off.fake.Calls(); len(calls) != 0 {
 		t.Fatalf("service calls = %q; want none", calls)
+	}
+}
+
+// TestFreshMissingPeers: a fresh answer names the peers that did not
+// answer, in JSON as in protobuf (TestProtobufCounts).
+func TestFreshMissingPeers(t *testing.T) {
+	ta := newTestAPI(t, testConfig())
+	seed(ta.fake)
+	ta.fake.missingPeers = []string{"us-b", "us-c"}
+	rec := ta.do(t, "GET", "/v1/counts/c2?consistency=fresh", "", "")
+	want := `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z",` +
+		`"as_of":"2025-01-02T03:04:07.506Z","staleness_ms":1500,"consistency":"fresh","missing_peers":["us-b","us-c"]}`
+	if rec.Code != 200 || rec.Body.String() != want {
+		t.Errorf("answer = %d %s\nwant     200 %s", rec.Code, rec.Body, want)
+	}
+	// An eventual read never names peers.
+	rec = ta.do(t, "GET", "/v1/counts/c2", "", "")
+	if strings.Contains(rec.Body.String(), "missing_peers") || strings.Contains(rec.Body.String(), "consistency") {
+		t.Errorf("eventual answer = %s", rec.Body)
 	}
 }

@@ -152,6 +152,45 @@ func appendReaction(dst []byte, userID, contentID string, rx engagement.Reaction
 	return append(dst, '}')
 }
 
+// appendCountRead appends one item's answer in the scope and mode of q:
+// its totals (appendCounts), as_of, staleness_ms and, for a fresh read,
+// "consistency":"fresh" and the peers that did not answer.
+func appendCountRead(dst []byte, contentID string, q queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
+	dst = appendCounts(dst, contentID, q.scope, scopeRow(rd.Rows, q.scope))
+	dst = dst[:len(dst)-1] // reopen the object
+	dst = append(dst, `,"as_of":`...)
+	dst = appendTimeMillis(dst, rd.AsOf)
+	if !rd.Stored.IsZero() {
+		dst = append(dst, `,"staleness_ms":`...)
+		dst = strconv.AppendInt(dst, max(info.Now.Sub(rd.Stored).Milliseconds(), 0), 10)
+	}
+	if q.mode == region.Fresh {
+		dst = append(dst, `,"consistency":"fresh"`...)
+		if len(info.Missing) > 0 {
+			dst = append(dst, `,"missing_peers":[`...)
+			for i, p := range info.Missing {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendString(dst, p)
+			}
+			dst = append(dst, ']')
+		}
+	}
+	return append(dst, '}')
+}
+
+// appendTimeMillis appends t as an RFC 3339 UTC string with milliseconds,
+// or null when t is zero.
+func appendTimeMillis(dst []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = t.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	return append(dst, '"')
+}
+
 // appendCounts appends one item's totals in one scope as GET /v1/counts
 // answers them; st is nil when there is no row (zeros, {} and null).
 func appendCounts(dst []byte, contentID, scope string, st *engagement.Stats) []byte {

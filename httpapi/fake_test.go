@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -33,6 +34,8 @@ type fakeService struct {
 	panicOn    string              // method name that panics
 	noRecord   bool                // benchmarks: record nothing
 	trending   engagement.Trending // answered by Trending (items cut to k)
+	// missingPeers are the peers a fresh read reports silent.
+	missingPeers []string
 }
 
 func newFake() *fakeService {
@@ -117,19 +120,34 @@ func (f *fakeService) Increment(ctx context.Context, incs []region.Increment) er
 	return nil
 }
 
-func (f *fakeService) Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
-	if err := f.record("Counts", contentIDs); err != nil {
-		return nil, err
+// fakeStored and fakeNow are the times the fake's count reads report:
+// stored totals known current at fakeStored, answered at fakeNow.
+var (
+	fakeStored = time.Date(2025, 1, 2, 3, 4, 6, 6e6, time.UTC)
+	fakeNow    = fakeStored.Add(1500 * time.Millisecond)
+)
+
+func (f *fakeService) ReadCounts(ctx context.Context, contentIDs []string, mode region.Consistency, dst []region.CountRead) (region.ReadInfo, error) {
+	call := "Counts"
+	if mode == region.Fresh {
+		call = "Counts fresh"
+	}
+	if err := f.record(call, contentIDs); err != nil {
+		return region.ReadInfo{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string][]engagement.Stats)
-	for _, id := range contentIDs {
-		if rows, ok := f.stats[id]; ok {
-			out[id] = rows
+	for i, id := range contentIDs {
+		dst[i] = region.CountRead{Rows: f.stats[id], Stored: fakeStored, AsOf: fakeStored}
+		if mode == region.Fresh {
+			dst[i].AsOf = fakeNow
 		}
 	}
-	return out, nil
+	info := region.ReadInfo{Now: fakeNow}
+	if mode == region.Fresh {
+		info.Missing = f.missingPeers
+	}
+	return info, nil
 }
 
 func (f *fakeService) Ready(ctx context.Context) error {

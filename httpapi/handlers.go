@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/openapi"
@@ -256,7 +257,7 @@ func (a *api) serveCount(w http.ResponseWriter, r *http.Request, contentID strin
 	if eContent == nil && !engagement.ValidID(contentID) {
 		eContent = badField("content_id", msgID)
 	}
-	q, eQuery := a.query(r, allowRegion, nil)
+	q, eQuery := a.query(r, allowRegion|allowConsistency, nil)
 	if e := cmp.Or(eContent, eQuery); e != nil {
 		a.writeError(w, e)
 		return
@@ -264,34 +265,68 @@ func (a *api) serveCount(w http.ResponseWriter, r *http.Request, contentID strin
 	ip := a.getIDs()
 	defer a.putIDs(ip)
 	*ip = append((*ip)[:0], contentID)
-	rows, err := a.svc.Counts(r.Context(), *ip)
+	reads, info, err := a.readCounts(r.Context(), *ip, q.mode)
 	if err != nil {
 		a.serviceError(w, r, err)
 		return
 	}
+	defer putReads(reads)
 	a.answer(w, http.StatusOK, func(dst []byte) []byte {
-		return appendCounts(dst, contentID, q.scope, scopeRow(rows[contentID], q.scope))
+		return appendCountRead(dst, contentID, q, &(*reads)[0], &info)
 	})
 }
 
 func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
 	ip := a.getIDs()
 	defer a.putIDs(ip)
-	q, e := a.queryIDs(r, allowRegion, ip)
+	q, e := a.queryIDs(r, allowRegion|allowConsistency, ip)
 	if e != nil {
 		a.writeError(w, e)
 		return
 	}
-	rows, err := a.svc.Counts(r.Context(), q.ids)
+	reads, info, err := a.readCounts(r.Context(), q.ids, q.mode)
 	if err != nil {
 		a.serviceError(w, r, err)
 		return
 	}
+	defer putReads(reads)
 	a.answer(w, http.StatusOK, func(dst []byte) []byte {
-		return appendList(dst, `{"counts":[`, q.ids, func(dst []byte, id string) []byte {
-			return appendCounts(dst, id, q.scope, scopeRow(rows[id], q.scope))
-		})
+		dst = append(dst, `{"counts":[`...)
+		for i, id := range q.ids {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCountRead(dst, id, q, &(*reads)[i], &info)
+		}
+		return append(dst, "]}"...)
 	})
+}
+
+// readPool holds the per-request lists of count reads.
+var readPool = sync.Pool{New: func() any { s := make([]region.CountRead, 0, 16); return &s }}
+
+// readCounts reads ids' counts in mode into a pooled list (putReads
+// returns it).
+func (a *api) readCounts(ctx context.Context, ids []string, mode region.Consistency) (*[]region.CountRead, region.ReadInfo, error) {
+	rp := readPool.Get().(*[]region.CountRead)
+	if cap(*rp) < len(ids) {
+		*rp = make([]region.CountRead, len(ids))
+	}
+	*rp = (*rp)[:len(ids)]
+	info, err := a.svc.ReadCounts(ctx, ids, mode, *rp)
+	if err != nil {
+		putReads(rp)
+		return nil, info, err
+	}
+	return rp, info, nil
+}
+
+func putReads(rp *[]region.CountRead) {
+	clear(*rp) // do not pin rows from the pool
+	*rp = (*rp)[:0]
+	if cap(*rp) <= 1024 {
+		readPool.Put(rp)
+	}
 }
 
 // serveOpenAPI answers the API's OpenAPI 3.1 document (package openapi).

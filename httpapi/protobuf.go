@@ -283,18 +283,20 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 	q := queryParams{ids: ids[:0], scope: engagement.GlobalScope}
 	p := pbReader{s: body}
 	var sem pbField
-	seenRegion := false
+	seenRegion, seenMode := false, false
 	for !p.done() {
 		num, typ, e := p.tag()
 		if e != nil {
 			return q, e
 		}
-		if (num != 1 && num != 2) || typ != protowire.BytesType {
+		if (num != 1 && num != 2 && num != 3) || typ != protowire.BytesType {
 			switch num {
 			case 1:
 				sem.set(wrongType("content_ids", "repeated strings"))
 			case 2:
 				sem.set(wrongType("region", "a string"))
+			case 3:
+				sem.set(wrongType("consistency", "a string"))
 			default:
 				sem.set(unknownField("", num))
 			}
@@ -306,6 +308,20 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 		s, _, e := p.bytes()
 		if e != nil {
 			return q, e
+		}
+		if num == 3 {
+			mode, ok := region.ParseConsistency(s)
+			switch {
+			case seenMode:
+				sem.set(badField("consistency", msgDup))
+			case s == "":
+			case !ok:
+				sem.set(badField("consistency", msgConsistency))
+			default:
+				q.mode = mode
+			}
+			seenMode = true
+			continue
 		}
 		if num == 2 {
 			switch {
@@ -340,8 +356,10 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 }
 
 // appendCountProto appends one Count (field 1 of CountsResponse) for
-// contentID in scope; st is nil when there is no row.
-func appendCountProto(dst []byte, contentID, scope string, st *engagement.Stats) []byte {
+// contentID in q's scope and mode.
+func appendCountProto(dst []byte, contentID string, q queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
+	scope := q.scope
+	st := scopeRow(rd.Rows, scope)
 	var zero engagement.Stats
 	if st == nil {
 		st = &zero
@@ -375,6 +393,20 @@ func appendCountProto(dst []byte, contentID, scope string, st *engagement.Stats)
 	}
 	if !st.UpdatedAt.IsZero() {
 		dst = appendIntField(dst, 6, st.UpdatedAt.UnixNano())
+	}
+	if !rd.AsOf.IsZero() {
+		dst = appendIntField(dst, 7, rd.AsOf.UnixNano())
+	}
+	if !rd.Stored.IsZero() { // optional: present when known, even if 0
+		dst = protowire.AppendTag(dst, 8, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(max(info.Now.Sub(rd.Stored).Milliseconds(), 0)))
+	}
+	if q.mode == region.Fresh {
+		dst = appendStringField(dst, 9, "fresh")
+		for _, p := range info.Missing {
+			dst = protowire.AppendTag(dst, 10, protowire.BytesType)
+			dst = protowire.AppendString(dst, p)
+		}
 	}
 	return insertLength(dst, lenAt, start)
 }
@@ -446,14 +478,15 @@ func (a *api) postCounts(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, e)
 		return
 	}
-	rows, err := a.svc.Counts(r.Context(), q.ids)
+	reads, info, err := a.readCounts(r.Context(), q.ids, q.mode)
 	if err != nil {
 		a.serviceError(w, r, err)
 		return
 	}
+	defer putReads(reads)
 	a.answerProtobuf(w, http.StatusOK, func(dst []byte) []byte {
-		for _, id := range q.ids {
-			dst = appendCountProto(dst, id, q.scope, scopeRow(rows[id], q.scope))
+		for i, id := range q.ids {
+			dst = appendCountProto(dst, id, q, &(*reads)[i], &info)
 		}
 		return dst
 	})

@@ -134,8 +134,9 @@ func TestProtobufCounts(t *testing.T) {
 	if err := proto.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != 200 || rec.Header().Get("Content-Type") != "application/x-protobuf" {
 		t.Fatalf("answer %d %q, %v; want 200 in protobuf", rec.Code, rec.Body, err)
 	}
-	c1 := &edgecountv1.Count{ContentId: "c1", Region: "eu", Likes: 7, Dislikes: 2, Counters: map[string]int64{"view": 60}, UpdatedAtUnixNano: t0.UnixNano()}
-	want := []*edgecountv1.Count{c1, {ContentId: "c9", Region: "eu"}, c1, {ContentId: "c2", Region: "eu"}}
+	asOf, stale := fakeStored.UnixNano(), proto.Int64(fakeNow.Sub(fakeStored).Milliseconds())
+	c1 := &edgecountv1.Count{ContentId: "c1", Region: "eu", Likes: 7, Dislikes: 2, Counters: map[string]int64{"view": 60}, UpdatedAtUnixNano: t0.UnixNano(), AsOfUnixNano: asOf, StalenessMs: stale}
+	want := []*edgecountv1.Count{c1, {ContentId: "c9", Region: "eu", AsOfUnixNano: asOf, StalenessMs: stale}, c1, {ContentId: "c2", Region: "eu", AsOfUnixNano: asOf, StalenessMs: stale}}
 	if len(resp.Counts) != len(want) {
 		t.Fatalf("counts = %v, want %v", resp.Counts, want)
 	}
@@ -152,8 +153,21 @@ func TestProtobufCounts(t *testing.T) {
 	rec = ta.do(t, "POST", "/v1/counts", "application/x-protobuf", marshal(t, &edgecountv1.CountsRequest{ContentIds: []string{"c3"}}))
 	resp.Reset()
 	if err := proto.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Counts) != 1 ||
-		!proto.Equal(resp.Counts[0], &edgecountv1.Count{ContentId: "c3", Region: "global", Counters: map[string]int64{"z": 1, "a": 300, "m": 1 << 40}}) {
+		!proto.Equal(resp.Counts[0], &edgecountv1.Count{ContentId: "c3", Region: "global", Counters: map[string]int64{"z": 1, "a": 300, "m": 1 << 40}, AsOfUnixNano: asOf, StalenessMs: stale}) {
 		t.Errorf("global answer %v, %v", resp.Counts, err)
+	}
+	// Fresh: as of the answer, marked, with the peers that did not answer.
+	ta.fake.reset()
+	ta.fake.missingPeers = []string{"agent-b"}
+	rec = ta.do(t, "POST", "/v1/counts", "application/x-protobuf", marshal(t, &edgecountv1.CountsRequest{ContentIds: []string{"c3"}, Consistency: "fresh"}))
+	resp.Reset()
+	if err := proto.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Counts) != 1 ||
+		!proto.Equal(resp.Counts[0], &edgecountv1.Count{ContentId: "c3", Region: "global", Counters: map[string]int64{"z": 1, "a": 300, "m": 1 << 40},
+			AsOfUnixNano: fakeNow.UnixNano(), StalenessMs: stale, Consistency: "fresh", MissingPeers: []string{"agent-b"}}) {
+		t.Errorf("fresh answer %v, %v", resp.Counts, err)
+	}
+	if calls := ta.fake.Calls(); !slices.Equal(calls, []string{"Counts fresh [c3]"}) {
+		t.Errorf("calls = %q", calls)
 	}
 }
 
@@ -179,7 +193,10 @@ func TestProtobufCountsRejected(t *testing.T) {
 		{"bad region", "/v1/counts", "application/x-protobuf", ids(1).str(2, "mars"), 400, "region"},
 		{"region twice", "/v1/counts", "application/x-protobuf", ids(1).str(2, "eu").str(2, "us"), 400, "region"},
 		{"region as varint", "/v1/counts", "application/x-protobuf", ids(1).varint(2, 1), 400, "region"},
-		{"unknown field", "/v1/counts", "application/x-protobuf", ids(1).varint(3, 1), 400, "#3"},
+		{"unknown field", "/v1/counts", "application/x-protobuf", ids(1).varint(4, 1), 400, "#4"},
+		{"bad consistency", "/v1/counts", "application/x-protobuf", ids(1).str(3, "strong"), 400, "consistency"},
+		{"consistency twice", "/v1/counts", "application/x-protobuf", ids(1).str(3, "fresh").str(3, "fresh"), 400, "consistency"},
+		{"consistency as varint", "/v1/counts", "application/x-protobuf", ids(1).varint(3, 1), 400, "consistency"},
 		{"malformed", "/v1/counts", "application/x-protobuf", raw{0x0a, 0x09, 'a'}, 400, "body"},
 		{"query parameter", "/v1/counts?region=eu", "application/x-protobuf", ids(1), 400, "region"},
 		{"JSON", "/v1/counts", "application/json", raw(`{"content_ids":["a"]}`), 415, "Content-Type"},

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/region"
 )
 
 // checkContentType accepts a missing Content-Type, application/json with
@@ -78,19 +79,24 @@ func (a *api) readBody(w http.ResponseWriter, r *http.Request, bp *[]byte) ([]by
 type queryParams struct {
 	ids   []string // content_id, in order
 	scope string   // region, default global
+	mode  region.Consistency
 }
 
 // Query parameters a route accepts.
 const (
 	allowIDs = 1 << iota
 	allowRegion
+	allowConsistency
 )
+
+// msgConsistency is the 400 of a bad consistency value.
+const msgConsistency = "must be eventual or fresh"
 
 // query parses and validates r's query string, accepting only the
 // parameters in allow. content_id values are appended to ids[:0].
 func (a *api) query(r *http.Request, allow int, ids []string) (queryParams, *apiError) {
 	q := queryParams{ids: ids[:0], scope: engagement.GlobalScope}
-	seenRegion := false
+	seenRegion, seenMode := false, false
 	e := eachParam(r.URL.RawQuery, func(k, v string) *apiError {
 		switch {
 		case k == "content_id" && allow&allowIDs != 0:
@@ -110,6 +116,16 @@ func (a *api) query(r *http.Request, allow int, ids []string) (queryParams, *api
 				return badField("region", "must be one of "+a.scopeList)
 			}
 			q.scope = v
+		case k == "consistency" && allow&allowConsistency != 0:
+			if seenMode {
+				return badField("consistency", msgDup)
+			}
+			seenMode = true
+			mode, ok := region.ParseConsistency(v)
+			if !ok {
+				return badField("consistency", msgConsistency)
+			}
+			q.mode = mode
 		default:
 			return badField(fieldName(k), "is not a known query parameter")
 		}

@@ -335,6 +335,18 @@ func ruleCases() []ruleCase {
 	}
 	add(ruleCase{name: "region twice", method: get, target: "/v1/counts/c1?region=eu&region=eu",
 		wantStatus: 400, wantField: "region"})
+	for _, v := range []string{"strong", "", "Fresh", "EVENTUAL", "fresh ", "fresh,eventual"} {
+		add(ruleCase{name: "get count consistency " + q(v), method: get, target: "/v1/counts/c1?consistency=" + url.QueryEscape(v),
+			wantStatus: 400, wantField: "consistency", wantErrorContains: "eventual or fresh"})
+		add(ruleCase{name: "batch counts consistency " + q(v), method: get, target: "/v1/counts?content_id=c1&consistency=" + url.QueryEscape(v),
+			wantStatus: 400, wantField: "consistency", wantErrorContains: "eventual or fresh"})
+	}
+	add(ruleCase{name: "consistency twice", method: get, target: "/v1/counts/c1?consistency=fresh&consistency=fresh",
+		wantStatus: 400, wantField: "consistency"})
+	add(ruleCase{name: "consistency on reactions", method: get, target: "/v1/reactions/u1/c1?consistency=fresh",
+		wantStatus: 400, wantField: "consistency"})
+	add(ruleCase{name: "consistency on trending", method: get, target: "/v1/trending?consistency=fresh",
+		wantStatus: 400, wantField: "consistency"})
 
 	// Trending.
 	for _, c := range []struct{ name, query, field, contains string }{

@@ -187,7 +187,7 @@ func TestPipelining(t *testing.T) {
 	defer c.Close()
 	incr := `{"increments":[{"content_id":"c1","counter":"view","delta":2}]}`
 	reqs := []struct{ raw, wantBody string }{
-		{"GET /v1/counts/c2 HTTP/1.1\r\nHost: x\r\n\r\n", `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z"}`},
+		{"GET /v1/counts/c2 HTTP/1.1\r\nHost: x\r\n\r\n", `{"content_id":"c2","region":"global","likes":1,"dislikes":0,"counters":{},"updated_at":"2025-01-02T03:04:05.006Z","as_of":"2025-01-02T03:04:06.006Z","staleness_ms":1500}`},
 		{"POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len(incr)) + "\r\n\r\n" + incr, `{"accepted":1}`},
 		{"GET /v1/counts/c1?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", `{"error":"x is not a known query parameter","field":"x"}`},
 		{"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", `{"status":"ok"}`},

@@ -89,25 +89,33 @@ func (p *Publisher) WithLogger(l *slog.Logger) *Publisher {
 // buffer and may reach the broker after Publish gave up; the retry carries
 // the same id, so the broker keeps one copy (within DuplicateWindow).
 func (p *Publisher) Publish(ctx context.Context, partition uint32, msgID string, data []byte) error {
+	_, err := p.PublishSeq(ctx, partition, msgID, data)
+	return err
+}
+
+// PublishSeq is Publish that also returns the stream sequence the broker
+// stored the message under (the original's for a duplicate): the sequence
+// the rollup records in the rows the message changes (region.SeqPublisher).
+func (p *Publisher) PublishSeq(ctx context.Context, partition uint32, msgID string, data []byte) (uint64, error) {
 	if msgID == "" {
-		return fmt.Errorf("cannot publish to partition %d: %w", partition, ErrNoMsgID)
+		return 0, fmt.Errorf("cannot publish to partition %d: %w", partition, ErrNoMsgID)
 	}
 	if partition >= uint32(len(p.subjects)) {
-		return fmt.Errorf("cannot publish to partition %d of %d: %w", partition, len(p.subjects), ErrBadPartition)
+		return 0, fmt.Errorf("cannot publish to partition %d of %d: %w", partition, len(p.subjects), ErrBadPartition)
 	}
 	msg := &nats.Msg{Subject: p.subjects[partition], Data: data}
 	msgID = p.cfg.MsgID(msgID)
-	err := p.publish(ctx, msg, msgID)
+	seq, err := p.publish(ctx, msg, msgID)
 	if streamGone(err) && p.recreate(ctx, err) {
-		err = p.publish(ctx, msg, msgID)
+		seq, err = p.publish(ctx, msg, msgID)
 	}
 	if err != nil {
-		return fmt.Errorf("cannot publish message %s to %s: %w", msgID, msg.Subject, err)
+		return 0, fmt.Errorf("cannot publish message %s to %s: %w", msgID, msg.Subject, err)
 	}
-	return nil
+	return seq, nil
 }
 
-func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, msgID string) error {
+func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, msgID string) (uint64, error) {
 	ack, err := p.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectStream(p.cfg.Name),
@@ -118,7 +126,7 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, msgID string) er
 		jetstream.WithRetryAttempts(0),
 	)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	p.published.Add(1)
 	if ack.Duplicate {
@@ -133,7 +141,7 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, msgID string) er
 		p.failing.Store(false)
 		p.mu.Unlock()
 	}
-	return nil
+	return ack.Sequence, nil
 }
 
 // recreate creates the lost stream again unless an attempt was made less

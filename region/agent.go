@@ -36,6 +36,11 @@ type Config struct {
 	// ReactionAttempts is how many compare-and-set rounds a reaction may
 	// lose to concurrent writers before ErrContended.
 	ReactionAttempts int
+	// SourcedStream says the agent publishes to a stream the rollups do
+	// not consume (a regional stream sourced into a hub, which numbers the
+	// messages anew): its broker sequences are not the rows' LastSeq, so
+	// fresh reads add only the deltas not yet flushed (docs/consistency.md).
+	SourcedStream bool
 	// CacheTTL is how long a read of totals is served from memory (0: not
 	// at all), and CachePushedTTL how long while the rollups' row pushes
 	// arrive whole (docs/read-cache.md); PushStaleAfter is how long a
@@ -44,6 +49,9 @@ type Config struct {
 	CacheTTL, CachePushedTTL, PushStaleAfter time.Duration
 	// CacheEntries bounds the read cache (items).
 	CacheEntries int
+	// FreshPeerTimeout bounds how long a fresh read waits for the region
+	// peers' held deltas; a peer slower than that is named in the answer.
+	FreshPeerTimeout time.Duration
 	// Counters configures the sharded counter table.
 	Counters CountersConfig
 	// Trending configures the trending summaries and the hot-counter rule;
@@ -73,6 +81,7 @@ func DefaultConfig(region, agentID string) Config {
 		CachePushedTTL:   5 * time.Second,
 		PushStaleAfter:   3 * time.Second,
 		CacheEntries:     100_000,
+		FreshPeerTimeout: 50 * time.Millisecond,
 		Counters:         DefaultCountersConfig(),
 		Trending:         DefaultTrendingConfig(),
 		Log:              DefaultLogConfig(),
@@ -109,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("cache ttl %v: want >= 0", c.CacheTTL))
+	}
+	if c.FreshPeerTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("fresh peer timeout %v: want > 0", c.FreshPeerTimeout))
 	}
 	if c.CachePushedTTL < 0 {
 		errs = append(errs, fmt.Errorf("cache pushed ttl %v: want >= 0", c.CachePushedTTL))
@@ -199,6 +211,8 @@ type Stats struct {
 	OutboxMessages     atomic.Int64
 	CacheHits          atomic.Uint64
 	CacheMisses        atomic.Uint64
+	FreshReads         atomic.Uint64 // reads with consistency fresh
+	FreshPeerMisses    atomic.Uint64 // peers that did not answer one in time
 	// Trending.
 	TrendingNanos     atomic.Uint64 // time spent on trending in flushes
 	TopListsShipped   atomic.Uint64 // per-partition trending lists put in messages
@@ -226,8 +240,11 @@ type Agent struct {
 	cache    *statsCache
 	push     pushStats
 	feed     pushFeed
-	flusher  *flusher
-	stats    Stats
+	held     heldState // flushed messages, for fresh reads (fresh.go)
+	// heldPeers asks the region's other agents for their held deltas.
+	heldPeers atomic.Pointer[HeldPeers]
+	flusher   *flusher
+	stats     Stats
 
 	dir         Directory
 	trend       *trending // nil: trending off
@@ -280,6 +297,8 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	a.keys = newKeyTable(cfg.Idempotency, a.now)
 	a.cache = newStatsCache(cfg.CacheEntries, cfg.CacheTTL, cfg.CachePushedTTL)
 	a.feed.init(cfg.Partitions, cfg.PushStaleAfter)
+	a.held.sourced = cfg.SourcedStream
+	a.held.progress = make([]atomic.Uint64, cfg.Partitions)
 	a.flusher = newFlusher(a, deps.Publisher, epoch)
 	a.dir, a.trendStore, a.shardWriter = deps.Directory, deps.Trending, deps.ShardWriter
 	if cfg.Log.Enabled() {
@@ -425,7 +444,7 @@ func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]e
 	out := make(map[string][]engagement.Stats, len(contentIDs))
 	var missing []string
 	for _, id := range contentIDs {
-		if rows, ok := a.cache.get(id, now); ok {
+		if rows, _, ok := a.cache.get(id, now); ok {
 			if rows != nil {
 				out[id] = rows
 			}
@@ -447,7 +466,8 @@ func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]e
 		return nil, fmt.Errorf("cannot read totals: %w", err)
 	}
 	for _, id := range missing {
-		if rows := a.cache.put(id, got[id], start, epoch); rows != nil {
+		a.noteProgress(got[id])
+		if rows, _ := a.cache.put(id, got[id], start, epoch); rows != nil {
 			out[id] = rows
 		}
 	}

@@ -131,6 +131,10 @@ type cacheValue struct {
 	// the cache's epoch at that time.
 	loaded int64
 	epoch  uint64
+	// current is when the rows were last known current (Unix
+	// nanoseconds): loaded, or the arrival of a later push that changed
+	// them.
+	current int64
 }
 
 // newStatsCache returns a cache of at most entries items whose values are
@@ -145,15 +149,16 @@ func newStatsCache(entries int, ttl, ttlPushed time.Duration) *statsCache {
 	return c
 }
 
-// get returns the rows of id if its last store read is younger than ttl,
-// or than ttlPushed while the push feed is whole and has had no gap since.
-func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, bool) {
+// get returns the rows of id, and when they were last known current, if
+// its last store read is younger than ttl, or than ttlPushed while the
+// push feed is whole and has had no gap since.
+func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, time.Time, bool) {
 	if c.ttl == 0 {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	e, ok := c.lookup(id)
 	if !ok {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	v := e.v.Load()
 	n := now.UnixNano()
@@ -162,12 +167,12 @@ func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, bool) {
 		ttl = c.ttlPushed
 	}
 	if v.loaded == 0 || n-v.loaded >= int64(ttl) {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	if !e.read.Load() {
 		e.read.Store(true)
 	}
-	return v.rows, true
+	return v.rows, time.Unix(0, v.current), true
 }
 
 // expect makes id warm before its store read begins, so that a push that
@@ -192,15 +197,15 @@ func (c *statsCache) expect(id string) {
 
 // put records rows, read from the store by a read that began at start in
 // epoch, as id's, keeping any newer row a push brought meanwhile, and
-// returns the rows id has now.
-func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, epoch uint64) []engagement.Stats {
+// returns the rows id has now and when they were last known current.
+func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, epoch uint64) ([]engagement.Stats, time.Time) {
 	if c.ttl == 0 {
-		return rows
+		return rows, start
 	}
 	c.expect(id)
 	e, ok := c.lookup(id)
 	if !ok {
-		return rows // evicted meanwhile
+		return rows, start // evicted meanwhile
 	}
 	for {
 		old := e.v.Load()
@@ -209,16 +214,17 @@ func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, ep
 		if old.loaded > next.loaded { // a later read finished first
 			next.loaded, next.epoch = old.loaded, old.epoch
 		}
+		next.current = max(old.current, next.loaded)
 		if e.v.CompareAndSwap(old, next) {
-			return merged
+			return merged, time.Unix(0, next.current)
 		}
 	}
 }
 
-// push applies rows the rollup wrote to the warm items among them and
-// returns how many rows changed an item. rows are grouped by item (in any
-// order of items); items that are not warm are left alone.
-func (c *statsCache) push(rows []engagement.Stats) int {
+// push applies rows the rollup wrote, arriving at now, to the warm items
+// among them and returns how many rows changed an item. rows are grouped
+// by item (in any order of items); items that are not warm are left alone.
+func (c *statsCache) push(rows []engagement.Stats, now time.Time) int {
 	c.pushRows.Add(uint64(len(rows)))
 	applied := 0
 	for i := 0; i < len(rows); {
@@ -230,7 +236,7 @@ func (c *statsCache) push(rows []engagement.Stats) int {
 			for {
 				old := e.v.Load()
 				merged, n := mergeRows(old.rows, rows[i:j])
-				if n == 0 || e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: old.loaded, epoch: old.epoch}) {
+				if n == 0 || e.v.CompareAndSwap(old, &cacheValue{rows: merged, loaded: old.loaded, epoch: old.epoch, current: max(old.current, now.UnixNano())}) {
 					applied += n
 					break
 				}

@@ -272,6 +272,7 @@ type Counters struct {
 	dir     Directory
 	cfg     CountersConfig
 	seed    uint64
+	index   keyIndex // live keys by item, for fresh reads (counters_held.go)
 
 	created, evicted, resharded, retried atomic.Uint64
 }
@@ -336,6 +337,7 @@ func (c *Counters) slowLookup(s *stripe, h uint64, k Key) *counter {
 			s.dirty = make(map[Key]*counter)
 		}
 		s.dirty[k] = ctr
+		c.index.add(k)
 		c.created.Add(1)
 	}
 	// Promote once the misses have paid for the copy, so that a key that
@@ -434,6 +436,7 @@ func (c *Counters) drainStripe(s *stripe, emit func(Key, int64)) {
 		if d := sl.c.seal(); d != 0 {
 			emit(sl.key, d)
 		}
+		c.index.remove(sl.key)
 	}
 	c.evicted.Add(uint64(len(evict)))
 	clear(evict) // drop key and counter references

@@ -46,6 +46,7 @@
 // belong to the flusher (flushMu); queries read snapshots of the last
 // flush. The hot rule's goroutine is started by Start, and Stop cancels it
 // and waits for it. Lock order of the log: the wal's Checkpoint gate, then
-// the pending-intent mutex; the flusher's flushMu before both. Design
+// the pending-intent mutex; the flusher's flushMu before both, and
+// the fresh-read lock (heldState.mu, docs/consistency.md) between them. Design
 // notes: docs/counters.md, docs/trending.md, docs/wal.md.
 package region

@@ -18,7 +18,8 @@ type outMsg struct {
 	id        string
 	data      []byte
 	sums      int
-	logIndex  uint64 // its record in the outbox log; 0 without a log
+	logIndex  uint64   // its record in the outbox log; 0 without a log
+	held      *heldMsg // its sums, remembered for fresh reads (fresh.go)
 }
 
 // flusher drains the counters every flush interval into partial-sum
@@ -176,6 +177,16 @@ func (f *flusher) flush(final bool) {
 	start := time.Now()
 	n := len(f.parts)
 	sums := 0
+	// Fresh reads see the drained deltas in the counters or in the
+	// recorded messages, never in both or neither (heldState).
+	a.held.mu.Lock()
+	a.held.prune()
+	heldLocked := true
+	defer func() {
+		if heldLocked {
+			a.held.mu.Unlock()
+		}
+	}()
 	drain := func() {
 		a.counters.Drain(func(k Key, delta int64) {
 			p := partial.PartitionOf(k.ContentID, n)
@@ -221,7 +232,9 @@ func (f *flusher) flush(final bool) {
 		if len(f.parts[p]) == 0 && len(pt) == 0 {
 			continue
 		}
+		first := len(out)
 		out = f.encode(out, uint32(p), f.parts[p], pt, flushedAt)
+		a.held.record(out[first:], f.parts[p])
 		a.stats.TopListsShipped.Add(uint64(len(pt)))
 		if d != nil {
 			f.all = append(f.all, f.parts[p]...)
@@ -229,6 +242,8 @@ func (f *flusher) flush(final bool) {
 		clear(f.parts[p]) // drop string references
 		f.parts[p] = f.parts[p][:0]
 	}
+	a.held.mu.Unlock()
+	heldLocked = false
 	if d != nil {
 		err := f.logFlush(out, next, carry)
 		clear(f.all)
@@ -254,6 +269,7 @@ func (f *flusher) flush(final bool) {
 func (f *flusher) logFlush(out []outMsg, next uint64, carry []*pendingIntent) error {
 	a, d := f.a, f.a.log
 	undo := func(err error) error {
+		a.held.forget(out) // before the sums are back in the counters
 		for _, s := range f.all {
 			a.counters.Add(Key{ContentID: s.ContentID, Counter: s.Counter, Region: s.Region}, s.Delta)
 		}
@@ -378,9 +394,11 @@ func (f *flusher) publishLoop() {
 		m := f.queue[0]
 		f.mu.Unlock()
 
-		if !f.publish(ctx, m) {
+		seq, ok := f.publish(ctx, m)
+		if !ok {
 			return
 		}
+		f.a.held.acked(m.held, seq)
 		f.mu.Lock()
 		f.queue[0] = outMsg{}
 		f.queue = f.queue[1:]
@@ -417,16 +435,24 @@ func (f *flusher) publishLoop() {
 }
 
 // publish sends m until the broker stores it, backing off between
-// attempts. It returns false only when ctx ends first.
-func (f *flusher) publish(ctx context.Context, m outMsg) bool {
+// attempts, and returns the broker's sequence of it (0 when the publisher
+// does not say). It returns false only when ctx ends first.
+func (f *flusher) publish(ctx context.Context, m outMsg) (uint64, bool) {
 	backoff := f.a.cfg.PublishRetryMin
+	sp, _ := f.pub.(SeqPublisher)
 	for attempt := 1; ; attempt++ {
-		err := f.pub.Publish(ctx, m.partition, m.id, m.data)
+		var seq uint64
+		var err error
+		if sp != nil {
+			seq, err = sp.PublishSeq(ctx, m.partition, m.id, m.data)
+		} else {
+			err = f.pub.Publish(ctx, m.partition, m.id, m.data)
+		}
 		if err == nil {
-			return true
+			return seq, true
 		}
 		if ctx.Err() != nil {
-			return false
+			return 0, false
 		}
 		f.a.stats.PublishErrors.Add(1)
 		if attempt == 1 || attempt%20 == 0 {
@@ -436,7 +462,7 @@ func (f *flusher) publish(ctx context.Context, m outMsg) bool {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return 0, false
 		case <-t.C:
 		}
 		backoff = min(2*backoff, f.a.cfg.PublishRetryMax)

@@ -146,10 +146,12 @@ func (a *Agent) ApplyPush(part uint32, sender, seq uint64, written time.Time, ro
 		return 0
 	}
 	a.push.pushes.Add(1)
+	now := a.now()
 	if !written.IsZero() {
-		a.push.lagNano.Store(int64(a.now().Sub(written)))
+		a.push.lagNano.Store(int64(now.Sub(written)))
 	}
-	return a.cache.push(rows)
+	a.noteProgress(rows)
+	return a.cache.push(rows, now)
 }
 
 // WarmCounts puts in dst[i] the rows of ids[i] if the item is warm, and
@@ -160,7 +162,7 @@ func (a *Agent) WarmCounts(ids []string, dst [][]engagement.Stats) bool {
 	now := a.now()
 	all := true
 	for i, id := range ids {
-		rows, ok := a.cache.get(id, now)
+		rows, _, ok := a.cache.get(id, now)
 		dst[i] = rows
 		all = all && ok
 	}

@@ -219,9 +219,13 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 			return nil, err
 		}
 		n.agent.SetPeers(gossipPeers{n.gossip})
+		// Fresh reads ask the peers for their held deltas.
+		n.gossip.SetQueryHandler(n.agent.AnswerHeld)
+		n.agent.SetHeldPeers(freshPeers{n.gossip})
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
+	regs = append(regs, registerFresh(reg, n.agent, n.gossip))
 	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
 		metrics.RegisterPublisher(reg, pub), metrics.RegisterNATSClient(reg, n.bus))
 	if stream.Domain != "" {

@@ -191,7 +191,10 @@ type CountsRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ContentIds []string               `protobuf:"bytes,1,rep,name=content_ids,json=contentIds,proto3" json:"content_ids,omitempty"`
 	// "global" (the default when empty) or one of the agent's regions.
-	Region        string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// "eventual" (the default when empty: the stored totals) or "fresh"
+	// (the stored totals plus the deltas the region's agents hold).
+	Consistency   string `protobuf:"bytes,3,opt,name=consistency,proto3" json:"consistency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +239,13 @@ func (x *CountsRequest) GetContentIds() []string {
 func (x *CountsRequest) GetRegion() string {
 	if x != nil {
 		return x.Region
+	}
+	return ""
+}
+
+func (x *CountsRequest) GetConsistency() string {
+	if x != nil {
+		return x.Consistency
 	}
 	return ""
 }
@@ -296,8 +306,21 @@ type Count struct {
 	Counters  map[string]int64       `protobuf:"bytes,5,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// When the totals were last written, Unix nanoseconds; 0 when never.
 	UpdatedAtUnixNano int64 `protobuf:"varint,6,opt,name=updated_at_unix_nano,json=updatedAtUnixNano,proto3" json:"updated_at_unix_nano,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The time the answer reflects, Unix nanoseconds: for eventual, when
+	// the stored totals were last known current; for fresh, when the held
+	// deltas were collected.
+	AsOfUnixNano int64 `protobuf:"varint,7,opt,name=as_of_unix_nano,json=asOfUnixNano,proto3" json:"as_of_unix_nano,omitempty"`
+	// How long before the answer the stored totals were last known current
+	// (the read cache entry's age since its last store read or push), when
+	// known.
+	StalenessMs *int64 `protobuf:"varint,8,opt,name=staleness_ms,json=stalenessMs,proto3,oneof" json:"staleness_ms,omitempty"`
+	// "fresh" on a fresh read; empty on an eventual one.
+	Consistency string `protobuf:"bytes,9,opt,name=consistency,proto3" json:"consistency,omitempty"`
+	// A fresh read's region peers that did not answer in time: their held
+	// deltas are not in the answer.
+	MissingPeers  []string `protobuf:"bytes,10,rep,name=missing_peers,json=missingPeers,proto3" json:"missing_peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Count) Reset() {
@@ -372,6 +395,34 @@ func (x *Count) GetUpdatedAtUnixNano() int64 {
 	return 0
 }
 
+func (x *Count) GetAsOfUnixNano() int64 {
+	if x != nil {
+		return x.AsOfUnixNano
+	}
+	return 0
+}
+
+func (x *Count) GetStalenessMs() int64 {
+	if x != nil && x.StalenessMs != nil {
+		return *x.StalenessMs
+	}
+	return 0
+}
+
+func (x *Count) GetConsistency() string {
+	if x != nil {
+		return x.Consistency
+	}
+	return ""
+}
+
+func (x *Count) GetMissingPeers() []string {
+	if x != nil {
+		return x.MissingPeers
+	}
+	return nil
+}
+
 var File_edgecount_v1_edgecount_proto protoreflect.FileDescriptor
 
 const file_edgecount_v1_edgecount_proto_rawDesc = "" +
@@ -387,13 +438,14 @@ const file_edgecount_v1_edgecount_proto_rawDesc = "" +
 	"\acounter\x18\x02 \x01(\tR\acounter\x12\x14\n" +
 	"\x05delta\x18\x03 \x01(\x03R\x05delta\"0\n" +
 	"\x12IncrementsResponse\x12\x1a\n" +
-	"\baccepted\x18\x01 \x01(\x03R\baccepted\"H\n" +
+	"\baccepted\x18\x01 \x01(\x03R\baccepted\"j\n" +
 	"\rCountsRequest\x12\x1f\n" +
 	"\vcontent_ids\x18\x01 \x03(\tR\n" +
 	"contentIds\x12\x16\n" +
-	"\x06region\x18\x02 \x01(\tR\x06region\"=\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12 \n" +
+	"\vconsistency\x18\x03 \x01(\tR\vconsistency\"=\n" +
 	"\x0eCountsResponse\x12+\n" +
-	"\x06counts\x18\x01 \x03(\v2\x13.edgecount.v1.CountR\x06counts\"\x9d\x02\n" +
+	"\x06counts\x18\x01 \x03(\v2\x13.edgecount.v1.CountR\x06counts\"\xc4\x03\n" +
 	"\x05Count\x12\x1d\n" +
 	"\n" +
 	"content_id\x18\x01 \x01(\tR\tcontentId\x12\x16\n" +
@@ -401,10 +453,16 @@ const file_edgecount_v1_edgecount_proto_rawDesc = "" +
 	"\x05likes\x18\x03 \x01(\x03R\x05likes\x12\x1a\n" +
 	"\bdislikes\x18\x04 \x01(\x03R\bdislikes\x12=\n" +
 	"\bcounters\x18\x05 \x03(\v2!.edgecount.v1.Count.CountersEntryR\bcounters\x12/\n" +
-	"\x14updated_at_unix_nano\x18\x06 \x01(\x03R\x11updatedAtUnixNano\x1a;\n" +
+	"\x14updated_at_unix_nano\x18\x06 \x01(\x03R\x11updatedAtUnixNano\x12%\n" +
+	"\x0fas_of_unix_nano\x18\a \x01(\x03R\fasOfUnixNano\x12&\n" +
+	"\fstaleness_ms\x18\b \x01(\x03H\x00R\vstalenessMs\x88\x01\x01\x12 \n" +
+	"\vconsistency\x18\t \x01(\tR\vconsistency\x12#\n" +
+	"\rmissing_peers\x18\n" +
+	" \x03(\tR\fmissingPeers\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B?Z=github.com/edgecount/edgecount/proto/edgecount/v1;edgecountv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\x0f\n" +
+	"\r_staleness_msB?Z=github.com/edgecount/edgecount/proto/edgecount/v1;edgecountv1b\x06proto3"
 
 var (
 	file_edgecount_v1_edgecount_proto_rawDescOnce sync.Once
@@ -444,6 +502,7 @@ func file_edgecount_v1_edgecount_proto_init() {
 	if File_edgecount_v1_edgecount_proto != nil {
 		return
 	}
+	file_edgecount_v1_edgecount_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
