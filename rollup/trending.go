@@ -289,8 +289,8 @@ type trendPart struct {
 	// gapTo < gapFrom: no gap.
 	gapFrom, gapTo int64
 	groups         map[groupKey]*trendGroup
-	rows      map[rowID]bool // lists stored non-empty by the last write
-	cands     int64          // exact counters, for the gauge
+	rows           map[rowID]bool // lists stored non-empty by the last write
+	cands          int64          // exact counters, for the gauge
 	// dirty: messages were counted (or a write failed) since the last
 	// write; RunTrending writes such a partition once Interval has passed.
 	dirty bool

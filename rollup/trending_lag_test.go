@@ -95,7 +95,7 @@ func TestTrendingGlobalLag(t *testing.T) {
 	gcfg.Consumer.Stream = stream
 	gcfg.Consumer.RetryMin, gcfg.Consumer.RetryMax = 10*time.Millisecond, 50*time.Millisecond
 	trending := rollup.DefaultTrendingConfig(partitions)
-		recount := rollup.DefaultRecountConfig()
+	recount := rollup.DefaultRecountConfig()
 	recount.Partitions, recount.Interval = partitions, 0
 	all := make([]uint32, partitions)
 	for i := range all {
@@ -124,7 +124,7 @@ func TestTrendingGlobalLag(t *testing.T) {
 			cfg.Partitions = partitions
 			cfg.FlushInterval = flush
 			cfg.Trending = region.TrendingConfig{Counters: []string{"view"}, ListLen: 100}
-						a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: bus.Publisher(stream), Trending: st})
+			a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: bus.Publisher(stream), Trending: st})
 			if err != nil {
 				t.Fatal(err)
 			}
