@@ -288,9 +288,15 @@ type trendPart struct {
 	// exact count over a window that overlaps them is only a lower bound.
 	// gapTo < gapFrom: no gap.
 	gapFrom, gapTo int64
-	groups         map[groupKey]*trendGroup
-	rows           map[rowID]bool // lists stored non-empty by the last write
-	cands          int64          // exact counters, for the gauge
+	// stale are the agent runs whose lists the state holds are older
+	// than messages of theirs a previous owner applied (a crash): the
+	// partition stores no lists until each has sent lists again, or
+	// until staleUntil (an agent that stopped for good never will).
+	stale      map[agentRun]bool
+	staleUntil time.Time
+	groups     map[groupKey]*trendGroup
+	rows       map[rowID]bool // lists stored non-empty by the last write
+	cands      int64          // exact counters, for the gauge
 	// dirty: messages were counted (or a write failed) since the last
 	// write; RunTrending writes such a partition once Interval has passed.
 	dirty bool
@@ -410,6 +416,9 @@ func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) (stor
 	tp.nowMs = max(tp.nowMs, at)
 	tp.regionAt[b.Region] = max(tp.regionAt[b.Region], at)
 	tp.runs[agentRun{b.Agent, b.Epoch}] = runPos{seq: b.Seq, atMs: at}
+	if len(b.Tops) > 0 && !b.More {
+		delete(tp.stale, agentRun{b.Agent, b.Epoch})
+	}
 	minute := topk.FloorDiv(at, time.Minute.Milliseconds())
 	for i := range b.Sums {
 		s := &b.Sums[i]
@@ -516,6 +525,10 @@ type stored struct {
 // is held. ok is false for a partition that is gone.
 func (t *trender) prepare(tp *trendPart, now time.Time) (set stored, ok bool) {
 	if tp.gone {
+		return stored{}, false
+	}
+	if len(tp.stale) > 0 && now.Before(tp.staleUntil) {
+		tp.markDirty(now)
 		return stored{}, false
 	}
 	start := time.Now()

@@ -70,7 +70,8 @@ func lagEnv(t *testing.T, name string, def int64, parse func(string) (int64, err
 // Each probe is a new item viewed in every region by both of its agents,
 // a different number of times per region. t0 is when every region's own
 // list (from its agents' summaries) counts its share, t1 when the global
-// list's lower bound counts the whole; the test fails if a list ever
+// list's lower bound counts the whole and it is marked complete (every
+// region included); the test fails if a list ever
 // claims more than was sent (a bound that does not hold), if the global
 // list never completes, or if the marks (regions, complete) are wrong
 // once it has. It prints the distribution of t1-t0; it asserts no
@@ -95,6 +96,7 @@ func TestTrendingGlobalLag(t *testing.T) {
 	gcfg.Consumer.Stream = stream
 	gcfg.Consumer.RetryMin, gcfg.Consumer.RetryMax = 10*time.Millisecond, 50*time.Millisecond
 	trending := rollup.DefaultTrendingConfig(partitions)
+	trending.Interval = flush // as deployed: the rollup's interval is the agents' flush interval
 	recount := rollup.DefaultRecountConfig()
 	recount.Partitions, recount.Interval = partitions, 0
 	all := make([]uint32, partitions)
@@ -123,7 +125,7 @@ func TestTrendingGlobalLag(t *testing.T) {
 			cfg := region.DefaultConfig(r, fmt.Sprintf("%s-%d", r, i))
 			cfg.Partitions = partitions
 			cfg.FlushInterval = flush
-			cfg.Trending = region.TrendingConfig{Counters: []string{"view"}, ListLen: 100}
+			cfg.Trending = region.TrendingConfig{Counters: []string{"view"}, ListLen: 100, Regions: regions}
 			a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: bus.Publisher(stream), Trending: st})
 			if err != nil {
 				t.Fatal(err)
@@ -191,18 +193,21 @@ func TestTrendingGlobalLag(t *testing.T) {
 					t0 = now
 				}
 			}
-			v, err := reader.Trending(ctx, engagement.GlobalScope, "view", engagement.Window5m, region.MaxTrendingK)
+			v, err := reader.TrendingView(ctx, engagement.GlobalScope, "view", engagement.Window5m, region.MaxTrendingK)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lo, _, ok := find(v, id)
+			lo, _, ok := find(v.Trending, id)
 			if ok && lo > total {
 				t.Fatalf("probe %d: global list counts at least %d of %s, %d were sent", k, lo, id, total)
 			}
 			if ok && lo > 0 && lo < total {
 				partialSeen++
 			}
-			if ok && lo == total && !t0.IsZero() {
+			if v.Complete != (len(v.Regions) == len(regions)) {
+				t.Fatalf("probe %d: global list marked complete=%v with regions %+v (behind %+v) of %v", k, v.Complete, v.Regions, v.Behind, regions)
+			}
+			if ok && lo == total && v.Complete && !t0.IsZero() {
 				t1 = now
 			}
 			time.Sleep(5 * time.Millisecond)

@@ -275,6 +275,12 @@ func decodeState(data []byte, p uint32, partitions int) (tp *trendPart, savedMs 
 	return tp, savedMs, nil
 }
 
+// staleWait bounds how long a partition taken over after a crash waits
+// for fresh lists of the agent runs whose lists its state holds are stale:
+// an agent re-ships its lists at least once a minute while they are not
+// empty.
+const staleWait = 2 * time.Minute
+
 // load installs partition p's stored state, if any, before the first
 // message this rollup applies to p: called with the marks of p as stored
 // before that message (every message the previous owner applied). A run
@@ -282,7 +288,9 @@ func decodeState(data []byte, p uint32, partitions int) (tp *trendPart, savedMs 
 // the state was stored (the previous owner crashed between its writes):
 // their exact counts are lost, so the minutes they may fall in become a
 // gap (exact counts over a window that overlaps it are lower bounds) and
-// exact counts of new candidates start after it. A state that cannot be
+// exact counts of new candidates start after it; and their lists are
+// older than their counts, so p stores no lists (the store keeps those of
+// the state) until each such run has sent lists again (or staleWait). A state that cannot be
 // read leaves p to start afresh, as without one.
 func (t *trender) load(ctx context.Context, p uint32, marks []store.Mark) {
 	t.mu.Lock()
@@ -308,7 +316,8 @@ func (t *trender) load(ctx context.Context, p uint32, marks []store.Mark) {
 	minute := func(ms int64) int64 { return topk.FloorDiv(ms, time.Minute.Milliseconds()) }
 	lostFrom, lostTo := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, m := range marks {
-		pos, counted := tp.runs[agentRun{m.Agent, m.Epoch}]
+		run := agentRun{m.Agent, m.Epoch}
+		pos, counted := tp.runs[run]
 		switch {
 		case counted && m.Seq > pos.seq:
 			lostFrom = min(lostFrom, minute(pos.atMs))
@@ -321,6 +330,10 @@ func (t *trender) load(ctx context.Context, p uint32, marks []store.Mark) {
 			continue
 		}
 		lostTo = max(lostTo, minute(m.FlushedAt.UnixMilli()))
+		if tp.stale == nil {
+			tp.stale = make(map[agentRun]bool)
+		}
+		tp.stale[run] = true
 	}
 	if lostFrom <= lostTo {
 		if tp.gapFrom <= tp.gapTo {
@@ -328,6 +341,7 @@ func (t *trender) load(ctx context.Context, p uint32, marks []store.Mark) {
 		}
 		tp.gapFrom, tp.gapTo = lostFrom, lostTo
 		tp.startMs = (lostTo + 1) * time.Minute.Milliseconds()
+		tp.staleUntil = t.now().Add(staleWait)
 		t.stats.StateGaps.Add(1)
 		t.logger.Warn("took a partition over from a trending state older than what its previous owner applied (a crash): "+
 			"exact trending counts of the minutes between are bounds until the windows pass them",
