@@ -221,5 +221,32 @@ func TestTrendingGlobalLag(t *testing.T) {
 	t.Logf("G14 global trending complete after the regional lists, %d probes, flush %v: p50 %.2f, p90 %.2f, p99 %.2f, max %.2f flush intervals; %d polls saw a partial global count",
 		len(lags), flush, q(0.50), q(0.90), q(0.99), lags[len(lags)-1], partialSeen)
 	t.Logf("all (flush intervals): %.2f", lags)
-	testenv.Eventually(t, 10*time.Second, "rollup stats", testenv.Until(func() bool { return proc.Rollup().Stats().Messages.Load() > 0 }))
+
+	// A region that stops sending (its agents gone, as if cut off from
+	// the hub) while the others go on: the global answer leaves it out of
+	// its regions (behind) and says it is not complete.
+	for _, a := range byRegion["ap-south"] {
+		if err := a.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second+20*flush, "a global answer that marks ap-south behind", func() (string, bool) {
+		for _, r := range []string{"us-east", "eu-west"} {
+			if err := byRegion[r][0].Increment(ctx, []region.Increment{{ContentID: "after-cut", Counter: "view", Delta: 1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := reader.TrendingView(ctx, engagement.GlobalScope, "view", engagement.Window5m, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := func(rs []engagement.RegionAsOf) (out []string) {
+			for _, r := range rs {
+				out = append(out, r.Region)
+			}
+			return out
+		}
+		got := fmt.Sprintf("complete %v, regions %v, behind %v", v.Complete, names(v.Regions), names(v.Behind))
+		return got, !v.Complete && slices.Equal(names(v.Regions), []string{"eu-west", "us-east"}) && slices.Equal(names(v.Behind), []string{"ap-south"})
+	})
 }
