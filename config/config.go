@@ -820,7 +820,8 @@ func (c Config) AgentConfig() region.Config {
 	t := c.Trending
 	ac.Trending = region.TrendingConfig{
 		Counters: t.Counters, SummaryBytes: t.SummaryBytes, ListLen: t.ListLen,
-		Hot: region.HotConfig{Top: t.HotTop, Window: t.HotWindow, Shards: t.HotShards, CoolAfter: t.HotCoolAfter},
+		Hot:     region.HotConfig{Top: t.HotTop, Window: t.HotWindow, Shards: t.HotShards, CoolAfter: t.HotCoolAfter},
+		Regions: c.Regions,
 	}
 	return ac
 }

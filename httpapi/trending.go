@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -109,7 +110,17 @@ func (a *api) getTrending(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, e)
 		return
 	}
-	t, err := a.svc.Trending(r.Context(), q.scope, q.counter, q.window, q.k)
+	var (
+		t   region.TrendingAnswer
+		err error
+	)
+	marked := false
+	if v, ok := a.svc.(trendingViewer); ok {
+		t, err = v.TrendingView(r.Context(), q.scope, q.counter, q.window, q.k)
+		marked = true
+	} else {
+		t.Trending, err = a.svc.Trending(r.Context(), q.scope, q.counter, q.window, q.k)
+	}
 	if errors.Is(err, region.ErrNotTracked) {
 		a.writeError(w, a.untracked(q.counter))
 		return
@@ -118,12 +129,19 @@ func (a *api) getTrending(w http.ResponseWriter, r *http.Request) {
 		a.serviceError(w, r, err)
 		return
 	}
-	a.answer(w, http.StatusOK, func(dst []byte) []byte { return appendTrending(dst, q, t) })
+	a.answer(w, http.StatusOK, func(dst []byte) []byte { return appendTrending(dst, q, t, marked) })
+}
+
+// trendingViewer is a service that says what its trending answers count
+// (the agent does): the answer then carries regions, region_as_of and
+// complete.
+type trendingViewer interface {
+	TrendingView(ctx context.Context, scope, counter, window string, k int) (region.TrendingAnswer, error)
 }
 
 // appendTrending appends the answer of GET /v1/trending: at most q.k
-// items, as the service ranked them.
-func appendTrending(dst []byte, q trendingParams, t engagement.Trending) []byte {
+// items, as the service ranked them, and with marked what it counts.
+func appendTrending(dst []byte, q trendingParams, t region.TrendingAnswer, marked bool) []byte {
 	dst = append(dst, `{"region":`...)
 	dst = appendString(dst, q.scope)
 	dst = append(dst, `,"counter":`...)
@@ -145,5 +163,30 @@ func appendTrending(dst []byte, q trendingParams, t engagement.Trending) []byte 
 		dst = strconv.AppendInt(dst, it.Error, 10)
 		dst = append(dst, '}')
 	}
-	return append(dst, "]}"...)
+	dst = append(dst, ']')
+	if marked {
+		dst = append(dst, `,"regions":[`...)
+		for i, r := range t.Regions {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, r.Region)
+		}
+		dst = append(dst, `],"region_as_of":[`...)
+		all := append(slices.Clone(t.Regions), t.Behind...)
+		slices.SortFunc(all, func(a, b engagement.RegionAsOf) int { return strings.Compare(a.Region, b.Region) })
+		for i, r := range all {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"region":`...)
+			dst = appendString(dst, r.Region)
+			dst = append(dst, `,"as_of":`...)
+			dst = appendTime(dst, r.AsOf)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, `],"complete":`...)
+		dst = strconv.AppendBool(dst, t.Complete)
+	}
+	return append(dst, '}')
 }

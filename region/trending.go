@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -49,6 +51,11 @@ type TrendingConfig struct {
 	ListLen int
 	// Hot is the rule that gives the region's trending items more shards.
 	Hot HotConfig
+	// Regions lists the system's regions: an answer from the rollup's
+	// stored lists that does not count all of them (or counts one that
+	// is behind) is marked incomplete (TrendingAnswer). Empty: only a
+	// region behind the others makes an answer incomplete.
+	Regions []string
 }
 
 // HotConfig is the hot-counter rule (see docs/trending.md): an item that enters its
@@ -145,10 +152,34 @@ func (c TrendingConfig) Validate() error {
 }
 
 // TrendingReader reads the trending lists the rollup stored: every
-// partition's list of (scope, counter, window).
+// partition's list of (scope, counter, window), and what every
+// partition's lists cover (the regions counted and how recent each is).
 type TrendingReader interface {
 	ReadTrending(ctx context.Context, scope, counter, window string) ([]engagement.Trending, error)
+	ReadTrendingCoverage(ctx context.Context) ([]engagement.TrendingState, error)
 }
+
+// TrendingAnswer is a trending list with what it counts: the regions
+// whose contributions it includes, each with the newest flush time of
+// its that the list counts, and whether that is every region.
+type TrendingAnswer struct {
+	engagement.Trending
+	// Regions are the regions the list includes, by name, each as of
+	// the newest flush of its the list counts.
+	Regions []engagement.RegionAsOf
+	// Behind are regions the list counts only up to more than
+	// BehindAfter flush intervals before the newest region's
+	// contribution (cut off from the rollups, or idle): not in Regions.
+	Behind []engagement.RegionAsOf
+	// Complete: every region of the system (TrendingConfig.Regions) is
+	// in Regions.
+	Complete bool
+}
+
+// BehindAfter is how many flush intervals a region's contribution to a
+// stored list may trail the newest region's before it counts as behind:
+// G14's bound on how long the global lists may take.
+const BehindAfter = 3
 
 // PeerSummaries gives the trending summaries that the other agents of the
 // region broadcast (gossip). It is declared here, by its consumer; the
@@ -215,6 +246,8 @@ type trending struct {
 
 	mu    sync.Mutex
 	snaps map[snapKey]*trendSnap
+	// coverWarned throttles the warning of an unreadable coverage (unix ns).
+	coverWarned atomic.Int64
 }
 
 // trendCounter is one counter's window. A view of it (what MergeInto
@@ -469,9 +502,12 @@ func (t *trending) summaries() []TrendingSummary {
 
 // trendList is a merged trending list: every item known, ranked.
 type trendList struct {
-	asOf  time.Time
-	items []engagement.TrendingItem
-	until time.Time // cache expiry
+	asOf     time.Time
+	items    []engagement.TrendingItem
+	regions  []engagement.RegionAsOf
+	behind   []engagement.RegionAsOf
+	complete bool
+	until    time.Time // cache expiry
 }
 
 // trendCache keeps merged lists for a short while; it holds at most
@@ -516,7 +552,21 @@ func (c *trendCache) put(q trendQuery, l *trendList) {
 // time and adding it again would break the lower bounds. Answers are cached
 // for Config.CacheTTL.
 func (a *Agent) Trending(ctx context.Context, scope, counter, window string, k int) (engagement.Trending, error) {
-	out := engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: window}}
+	v, err := a.TrendingView(ctx, scope, counter, window, k)
+	return v.Trending, err
+}
+
+// TrendingView is Trending with what the answer counts: the regions it
+// includes, as of when, and whether that is all of them. An answer from
+// the agent's own and its peers' summaries includes its region, complete.
+// One from the rollup's stored lists includes the regions that the
+// partitions' stored states name, each as of the newest of its flushes
+// any partition counts; a region more than BehindAfter flush intervals
+// behind the newest is left out of Regions (in Behind), and the answer is
+// complete when Regions holds every region of TrendingConfig.Regions (of
+// a regional scope: that region).
+func (a *Agent) TrendingView(ctx context.Context, scope, counter, window string, k int) (TrendingAnswer, error) {
+	out := TrendingAnswer{Trending: engagement.Trending{TrendingKey: engagement.TrendingKey{Scope: scope, Counter: counter, Window: window}}}
 	if a.trend == nil || a.trend.counters[counter] == nil {
 		return out, fmt.Errorf("%w: %q", ErrNotTracked, counter)
 	}
@@ -532,6 +582,7 @@ func (a *Agent) Trending(ctx context.Context, scope, counter, window string, k i
 	}
 	out.AsOf = l.asOf
 	out.Items = l.items[:min(k, len(l.items))]
+	out.Regions, out.Behind, out.Complete = l.regions, l.behind, l.complete
 	return out, nil
 }
 
@@ -594,6 +645,7 @@ func (a *Agent) regionalFromPeers(peers PeerSummaries, counter, window string) (
 	if len(parts) == 0 {
 		return l, nil
 	}
+	l.regions, l.complete = []engagement.RegionAsOf{{Region: a.cfg.Region, AsOf: asOf}}, true
 	merged, err := topk.New(topk.Config{Capacity: max(1, n), Rows: 1, Cells: 1})
 	if err != nil {
 		return nil, fmt.Errorf("cannot merge trending summaries: %w", err)
@@ -634,7 +686,62 @@ func (a *Agent) storedTrending(ctx context.Context, scope, counter, window strin
 		l.items = append(l.items, r.Items...)
 	}
 	engagement.RankTrending(l.items)
+	// After the lists: a partition's state is stored after its lists, so
+	// what it claims the lists hold.
+	cov, err := a.trendStore.ReadTrendingCoverage(ctx)
+	if err != nil {
+		// The list is still worth answering; it is marked incomplete.
+		last := a.trend.coverWarned.Load()
+		if now := time.Now().UnixNano(); now-last > int64(10*time.Second) && a.trend.coverWarned.CompareAndSwap(last, now) {
+			a.logger.Warn("cannot read what the trending lists cover; answers are marked incomplete", "err", err)
+		}
+		return l, nil
+	}
+	l.regions, l.behind, l.complete = coverage(cov, scope, a.trend.cfg.Regions, oldest, BehindAfter*a.cfg.FlushInterval)
 	return l, nil
+}
+
+// coverage returns the regions the partitions' states say a list of
+// scope counts, each as of the newest of its flushes any partition
+// counts, leaving out what is older than oldest; those more than behind
+// older than the newest region's go to behindRegions. complete: every
+// region of want (of a regional scope: that region) is included.
+func coverage(states []engagement.TrendingState, scope string, want []string, oldest time.Time, behind time.Duration) (included, behindRegions []engagement.RegionAsOf, complete bool) {
+	newest := map[string]time.Time{}
+	for _, st := range states {
+		for _, r := range st.Regions {
+			if scope != engagement.GlobalScope && r.Region != scope || r.AsOf.Before(oldest) {
+				continue
+			}
+			if r.AsOf.After(newest[r.Region]) {
+				newest[r.Region] = r.AsOf
+			}
+		}
+	}
+	var front time.Time
+	for _, at := range newest {
+		if at.After(front) {
+			front = at
+		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(newest)) {
+		ra := engagement.RegionAsOf{Region: r, AsOf: newest[r]}
+		if newest[r].Before(front.Add(-behind)) {
+			behindRegions = append(behindRegions, ra)
+		} else {
+			included = append(included, ra)
+		}
+	}
+	if scope != engagement.GlobalScope {
+		want = []string{scope}
+	}
+	complete = len(included) > 0 && len(behindRegions) == 0
+	for _, r := range want {
+		if !slices.ContainsFunc(included, func(ra engagement.RegionAsOf) bool { return ra.Region == r }) {
+			complete = false
+		}
+	}
+	return included, behindRegions, complete
 }
 
 // TrendingSummaries returns this agent's own trending summaries as of its

@@ -358,3 +358,54 @@ func TestTrendingViewsMatchWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestTrendingCoverage: what an answer from the stored lists says it
+// counts. Each region is as of the newest of its flushes any partition
+// counts; one more than behind older than the newest region's is left
+// out (behind); a global answer is complete when every region of the
+// system is included, a regional one when its region is; states older
+// than the window count for nothing.
+func TestTrendingCoverage(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	ra := func(r string, s int) engagement.RegionAsOf { return engagement.RegionAsOf{Region: r, AsOf: at(s)} }
+	st := func(p uint32, rs ...engagement.RegionAsOf) engagement.TrendingState {
+		return engagement.TrendingState{Partition: p, Regions: rs}
+	}
+	system := []string{"ap", "eu", "us"}
+	for _, tc := range []struct {
+		name           string
+		states         []engagement.TrendingState
+		scope          string
+		want           []string
+		included, left []engagement.RegionAsOf
+		complete       bool
+	}{
+		{"every region current", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 99)), st(1, ra("ap", 98), ra("us", 97))},
+			engagement.GlobalScope, system, []engagement.RegionAsOf{ra("ap", 98), ra("eu", 99), ra("us", 100)}, nil, true},
+		{"newest flush over the partitions", []engagement.TrendingState{st(0, ra("us", 90), ra("eu", 99)), st(1, ra("ap", 98), ra("us", 100))},
+			engagement.GlobalScope, system, []engagement.RegionAsOf{ra("ap", 98), ra("eu", 99), ra("us", 100)}, nil, true},
+		{"one region not heard of yet", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 99))},
+			engagement.GlobalScope, system, []engagement.RegionAsOf{ra("eu", 99), ra("us", 100)}, nil, false},
+		{"one region behind", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 99), ra("ap", 96))},
+			engagement.GlobalScope, system, []engagement.RegionAsOf{ra("eu", 99), ra("us", 100)}, []engagement.RegionAsOf{ra("ap", 96)}, false},
+		{"just within 3 intervals", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 99), ra("ap", 97))},
+			engagement.GlobalScope, system, []engagement.RegionAsOf{ra("ap", 97), ra("eu", 99), ra("us", 100)}, nil, true},
+		{"older than the window", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 99), ra("ap", -400))},
+			engagement.GlobalScope, system, []engagement.RegionAsOf{ra("eu", 99), ra("us", 100)}, nil, false},
+		{"no system list: behind only", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 99))},
+			engagement.GlobalScope, nil, []engagement.RegionAsOf{ra("eu", 99), ra("us", 100)}, nil, true},
+		{"regional", []engagement.TrendingState{st(0, ra("us", 100), ra("eu", 50))},
+			"eu", system, []engagement.RegionAsOf{ra("eu", 50)}, nil, true},
+		{"regional, nothing yet", []engagement.TrendingState{st(0, ra("us", 100))},
+			"eu", system, nil, nil, false},
+		{"nothing stored", nil, engagement.GlobalScope, system, nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inc, left, complete := coverage(tc.states, tc.scope, tc.want, at(-300), 3*time.Second)
+			if !slices.Equal(inc, tc.included) || !slices.Equal(left, tc.left) || complete != tc.complete {
+				t.Errorf("coverage = %v, behind %v, complete %v\nwant       %v, behind %v, complete %v", inc, left, complete, tc.included, tc.left, tc.complete)
+			}
+		})
+	}
+}

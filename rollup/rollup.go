@@ -174,6 +174,9 @@ func (r *Rollup) partitionMarks(ctx context.Context, p uint32, now time.Time) (*
 		if err != nil {
 			return nil, err
 		}
+		if r.trend != nil {
+			r.trend.load(ctx, p, stored) // before p's first message: see docs/trending.md
+		}
 		pm = &partMarks{agents: make(map[store.MarkKey]store.Mark, len(stored))}
 		for _, m := range stored {
 			pm.agents[m.Key()] = m

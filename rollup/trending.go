@@ -20,9 +20,13 @@ import (
 )
 
 // TrendingStore is what the rollup needs to keep trending lists: store one
-// partition's list of a (scope, counter, window).
+// partition's list of a (scope, counter, window), and the partition's
+// trending state beside its lists (written after them), read back by the
+// rollup that takes the partition over.
 type TrendingStore interface {
 	PutTrending(ctx context.Context, t engagement.Trending) error
+	PutTrendingState(ctx context.Context, st engagement.TrendingState) error
+	GetTrendingState(ctx context.Context, partition uint32) (engagement.TrendingState, bool, error)
 }
 
 // TrendingConfig configures the rollup's trending lists.
@@ -34,14 +38,18 @@ type TrendingConfig struct {
 	// reader that merges the partitions ranks the top k exactly for k up
 	// to RowItems. Zero means 200.
 	RowItems int
-	// Interval is how often a partition's lists are recomputed and stored
-	// (when its messages arrive; see WriteTrending). Zero means 5 seconds.
+	// Interval is the longest a counted message waits before its
+	// partition's lists (and trending state) are recomputed and stored:
+	// a partition is stored Interval after the first message counted
+	// since its last store, with every message counted meanwhile. Keep it
+	// at most the agents' flush interval: the global lists then trail the
+	// regional ones by about one interval (G14). Zero means 1 second.
 	Interval time.Duration
 }
 
 // DefaultTrendingConfig returns the defaults for partitions partitions.
 func DefaultTrendingConfig(partitions int) TrendingConfig {
-	return TrendingConfig{Partitions: partitions, RowItems: 200, Interval: 5 * time.Second}
+	return TrendingConfig{Partitions: partitions, RowItems: 200, Interval: time.Second}
 }
 
 // Validate reports every problem with c.
@@ -70,6 +78,18 @@ type TrendingStats struct {
 	WriteErrors  atomic.Uint64
 	Candidates   atomic.Int64 // items with exact counts, all partitions
 	ComputeNanos atomic.Uint64
+	// StatesWritten and StateBytes count the partitions' trending states
+	// stored (after their lists) and their size.
+	StatesWritten atomic.Uint64
+	StateBytes    atomic.Uint64
+	// StatesLoaded counts partitions taken over from a stored state;
+	// StateGaps those of them whose previous owner had counted messages
+	// after its last stored state (a crash), so that some exact counts
+	// became bounds (see docs/trending.md); StateLoadErrors states that
+	// could not be read or decoded (the partition started afresh).
+	StatesLoaded    atomic.Uint64
+	StateGaps       atomic.Uint64
+	StateLoadErrors atomic.Uint64
 }
 
 // EnableTrending makes r keep trending lists from the messages it applies
@@ -85,7 +105,7 @@ func (r *Rollup) EnableTrending(cfg TrendingConfig, st TrendingStore) error {
 		cfg.RowItems = 200
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = 5 * time.Second
+		cfg.Interval = time.Second
 	}
 	r.trend = &trender{cfg: cfg, st: st, now: r.now, logger: r.logger, parts: make(map[uint32]*trendPart)}
 	return nil
@@ -153,17 +173,17 @@ func (r *Rollup) ForgetTrending(p uint32) {
 	}
 }
 
-// RunTrending writes, every Interval until ctx ends, the lists of the
-// partitions that counted messages since their last write. A partition
-// also writes when a message arrives after Interval, but its last
-// messages before a quiet spell would otherwise wait for the next one
-// (an agent re-ships its lists once a minute).
+// RunTrending writes, until ctx ends, the lists of every partition whose
+// first message counted since its last write is Interval old (it looks
+// four times per Interval). A message that arrives at or after that time
+// writes too, but the last messages before a quiet spell would otherwise
+// wait for the next one (an agent re-ships its lists once a minute).
 func (r *Rollup) RunTrending(ctx context.Context) {
 	if r.trend == nil {
 		return
 	}
 	t := r.trend
-	tick := time.NewTicker(t.cfg.Interval)
+	tick := time.NewTicker(max(t.cfg.Interval/4, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -174,15 +194,14 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 		for _, tp := range t.partitions() {
 			tp.mu.Lock()
 			now := t.now()
-			w := tp.dirty && now.Sub(tp.lastWrite) >= t.cfg.Interval
-			var rows []engagement.Trending
-			var gen uint64
+			w := tp.due(now, t.cfg.Interval)
+			var set stored
 			if w {
-				rows, gen, w = t.prepare(tp, now)
+				set, w = t.prepare(tp, now)
 			}
 			tp.mu.Unlock()
 			if w {
-				t.put(ctx, tp, rows, gen) //nolint:errcheck // counted and logged by put
+				t.put(ctx, tp, set) //nolint:errcheck // counted and logged by put
 			}
 		}
 		t.passes.Add(1)
@@ -257,9 +276,27 @@ type trendPart struct {
 	// have counted: this state's creation time, plus clockSkew.
 	startMs   int64
 	lastWrite time.Time
-	groups    map[groupKey]*trendGroup
-	rows      map[rowID]bool // lists stored non-empty by the last write
-	cands     int64          // exact counters, for the gauge
+	// dirtySince is when the first message since the last write was
+	// counted: the partition is stored Interval after it.
+	dirtySince time.Time
+	// regionAt is, per region, the newest flush time (unix ms) of its
+	// messages counted; runs is, per agent run, the last message counted.
+	regionAt map[string]int64
+	runs     map[agentRun]runPos
+	// gapFrom..gapTo are the minutes (inclusive) of messages a previous
+	// owner may have counted after its last stored state (a crash): an
+	// exact count over a window that overlaps them is only a lower bound.
+	// gapTo < gapFrom: no gap.
+	gapFrom, gapTo int64
+	// stale are the agent runs whose lists the state holds are older
+	// than messages of theirs a previous owner applied (a crash): the
+	// partition stores no lists until each has sent lists again, or
+	// until staleUntil (an agent that stopped for good never will).
+	stale      map[agentRun]bool
+	staleUntil time.Time
+	groups     map[groupKey]*trendGroup
+	rows       map[rowID]bool // lists stored non-empty by the last write
+	cands      int64          // exact counters, for the gauge
 	// dirty: messages were counted (or a write failed) since the last
 	// write; RunTrending writes such a partition once Interval has passed.
 	dirty bool
@@ -304,6 +341,13 @@ type agentRun struct {
 	epoch uint64
 }
 
+// runPos is the last message of an agent run a partition counted: its
+// flush seq and flush time (unix ms).
+type runPos struct {
+	seq  uint64
+	atMs int64
+}
+
 type agentList struct {
 	minute int64 // of the list's flush time
 	floor  int64
@@ -315,11 +359,23 @@ func (t *trender) part(p uint32) *trendPart {
 	defer t.mu.Unlock()
 	tp := t.parts[p]
 	if tp == nil {
-		tp = &trendPart{id: p, groups: make(map[groupKey]*trendGroup), rows: make(map[rowID]bool),
-			startMs: t.now().Add(clockSkew).UnixMilli()}
+		tp = newTrendPart(p, t.now().Add(clockSkew).UnixMilli())
 		t.parts[p] = tp
 	}
 	return tp
+}
+
+// newTrendPart returns an empty partition state whose exact counts start
+// after startMs.
+func newTrendPart(p uint32, startMs int64) *trendPart {
+	return &trendPart{id: p, groups: make(map[groupKey]*trendGroup), rows: make(map[rowID]bool),
+		regionAt: make(map[string]int64), runs: make(map[agentRun]runPos), startMs: startMs, gapFrom: 1, gapTo: 0}
+}
+
+// due reports whether the partition's counted messages are to be stored
+// at now; tp.mu is held.
+func (tp *trendPart) due(now time.Time, interval time.Duration) bool {
+	return tp.dirty && now.Sub(tp.dirtySince) >= interval
 }
 
 // apply counts one applied message: its positive sums into the exact
@@ -330,32 +386,39 @@ func (t *trender) part(p uint32) *trendPart {
 func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
 	tp := t.part(b.Partition)
 	tp.mu.Lock()
-	rows, gen, w := t.applyLocked(tp, seq, b)
+	set, w := t.applyLocked(tp, seq, b)
 	tp.mu.Unlock()
 	if w {
-		t.put(ctx, tp, rows, gen) //nolint:errcheck // counted and logged by put
+		t.put(ctx, tp, set) //nolint:errcheck // counted and logged by put
 	}
 }
 
 // applyLocked is apply under tp.mu; it returns the lists to store when
-// Interval has passed since the last write.
-func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]engagement.Trending, uint64, bool) {
+// the partition is due (see due).
+func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) (stored, bool) {
 	if seq <= tp.lastSeq {
 		t.stats.Redelivered.Add(1)
-		return nil, 0, false
+		return stored{}, false
 	}
 	tp.lastSeq = seq
-	tp.dirty = true
 	now := t.now()
+	if !tp.dirty {
+		tp.dirty, tp.dirtySince = true, now
+	}
 	at := b.FlushedAt.UnixMilli()
 	if b.FlushedAt.IsZero() {
 		at = now.UnixMilli()
 	}
 	if at > now.Add(maxAhead).UnixMilli() {
 		t.stats.FutureSkips.Add(1)
-		return nil, 0, false
+		return stored{}, false
 	}
 	tp.nowMs = max(tp.nowMs, at)
+	tp.regionAt[b.Region] = max(tp.regionAt[b.Region], at)
+	tp.runs[agentRun{b.Agent, b.Epoch}] = runPos{seq: b.Seq, atMs: at}
+	if len(b.Tops) > 0 && !b.More {
+		delete(tp.stale, agentRun{b.Agent, b.Epoch})
+	}
 	minute := topk.FloorDiv(at, time.Minute.Milliseconds())
 	for i := range b.Sums {
 		s := &b.Sums[i]
@@ -397,6 +460,8 @@ func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]en
 				// Sums counted before now are not in it: it is exact from
 				// the next minute on.
 				g.exact[it.ContentID] = &ring{since: since}
+				tp.cands++
+				t.stats.Candidates.Add(1)
 			}
 		}
 		g.lists[wi][run] = al
@@ -404,10 +469,10 @@ func (t *trender) applyLocked(tp *trendPart, seq uint64, b *partial.Batch) ([]en
 	// Not in the middle of a flush: its lists come with its last
 	// message, and a write before them would pair this flush's sums with
 	// the previous lists (a count below what is applied).
-	if now := t.now(); !b.More && now.Sub(tp.lastWrite) >= t.cfg.Interval {
+	if now := t.now(); !b.More && tp.due(now, t.cfg.Interval) {
 		return t.prepare(tp, now)
 	}
-	return nil, 0, false
+	return stored{}, false
 }
 
 func (tp *trendPart) group(k groupKey) *trendGroup {
@@ -440,41 +505,57 @@ func (t *trender) writeAll(ctx context.Context) error {
 // write recomputes and stores the partition's lists now.
 func (t *trender) write(ctx context.Context, tp *trendPart, now time.Time) error {
 	tp.mu.Lock()
-	rows, gen, ok := t.prepare(tp, now)
+	set, ok := t.prepare(tp, now)
 	tp.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return t.put(ctx, tp, rows, gen)
+	return t.put(ctx, tp, set)
 }
 
-// prepare recomputes the partition's lists; tp.mu is held. ok is false
-// for a partition that is gone.
-func (t *trender) prepare(tp *trendPart, now time.Time) (rows []engagement.Trending, gen uint64, ok bool) {
+// stored is one computed set of a partition's lists, numbered gen, and
+// the partition's state as of them.
+type stored struct {
+	rows  []engagement.Trending
+	state engagement.TrendingState
+	gen   uint64
+}
+
+// prepare recomputes the partition's lists and encodes its state; tp.mu
+// is held. ok is false for a partition that is gone.
+func (t *trender) prepare(tp *trendPart, now time.Time) (set stored, ok bool) {
 	if tp.gone {
-		return nil, 0, false
+		return stored{}, false
+	}
+	if len(tp.stale) > 0 && now.Before(tp.staleUntil) {
+		tp.markDirty(now)
+		return stored{}, false
 	}
 	start := time.Now()
 	tp.lastWrite, tp.dirty = now, false
-	rows = t.compute(tp)
+	set.rows = t.compute(tp)
+	set.state = tp.state(now)
 	t.stats.ComputeNanos.Add(uint64(time.Since(start)))
 	tp.gen++
-	return rows, tp.gen, true
+	set.gen = tp.gen
+	return set, true
 }
 
-// put stores the lists prepare computed as set gen, without tp.mu: a
-// slow or frozen store delays only other stores of this partition's lists.
-// A set older than one already stored is dropped; a partition that is
-// gone stores nothing more. A failed row is marked to be written again.
-func (t *trender) put(ctx context.Context, tp *trendPart, rows []engagement.Trending, gen uint64) error {
+// put stores the lists prepare computed, then the partition's state,
+// without tp.mu: a slow or frozen store delays only other stores of this
+// partition's lists. A set older than one already stored is dropped; a
+// partition that is gone stores nothing more. A failed row is marked to
+// be written again, and the state is then not stored (it would claim
+// lists the store does not hold).
+func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 	tp.wmu.Lock()
 	defer tp.wmu.Unlock()
-	if gen < tp.putGen {
+	if set.gen < tp.putGen {
 		return nil
 	}
-	tp.putGen = gen
+	tp.putGen = set.gen
 	var errs []error
-	for _, row := range rows {
+	for _, row := range set.rows {
 		tp.mu.Lock()
 		gone := tp.gone
 		tp.mu.Unlock()
@@ -488,11 +569,29 @@ func (t *trender) put(ctx context.Context, tp *trendPart, rows []engagement.Tren
 			// then: the store may still hold an older, non-empty list.
 			tp.mu.Lock()
 			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
-			tp.dirty = true
+			tp.markDirty(t.now())
 			tp.mu.Unlock()
 			continue
 		}
 		t.stats.RowsWritten.Add(1)
+	}
+	if len(errs) == 0 {
+		tp.mu.Lock()
+		gone := tp.gone
+		tp.mu.Unlock()
+		if gone {
+			return nil
+		}
+		if err := t.st.PutTrendingState(ctx, set.state); err != nil {
+			t.stats.WriteErrors.Add(1)
+			errs = append(errs, err)
+			tp.mu.Lock()
+			tp.markDirty(t.now())
+			tp.mu.Unlock()
+		} else {
+			t.stats.StatesWritten.Add(1)
+			t.stats.StateBytes.Add(uint64(len(set.state.Data)))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.warnMu.Lock()
@@ -554,6 +653,19 @@ func (t *trender) prune(tp *trendPart, m int64) {
 	}
 	t.stats.Candidates.Add(cands - tp.cands)
 	tp.cands = cands
+	// Regions and runs not heard of for longer than the longest window
+	// count in no list any more.
+	oldest := tp.nowMs - (24*time.Hour + time.Hour).Milliseconds()
+	maps.DeleteFunc(tp.regionAt, func(_ string, at int64) bool { return at < oldest })
+	maps.DeleteFunc(tp.runs, func(_ agentRun, p runPos) bool { return p.atMs < oldest })
+}
+
+// markDirty makes the partition due again Interval after now (a failed
+// write); tp.mu is held.
+func (tp *trendPart) markDirty(now time.Time) {
+	if !tp.dirty {
+		tp.dirty, tp.dirtySince = true, now
+	}
 }
 
 // rankLists returns the ranked lists of the partition's groups as of
@@ -589,12 +701,12 @@ func (t *trender) rankLists(tp *trendPart, m int64, asOf time.Time) (out []engag
 		g := tp.groups[k]
 		byCounter[k.counter] = append(byCounter[k.counter], g)
 		for wi := range numWindows {
-			emit(k.region, k.counter, wi, listItems([]*trendGroup{g}, wi, m))
+			emit(k.region, k.counter, wi, listItems([]*trendGroup{g}, wi, m, tp.gap()))
 		}
 	}
 	for _, counter := range slices.Sorted(maps.Keys(byCounter)) {
 		for wi := range numWindows {
-			emit(engagement.GlobalScope, counter, wi, listItems(byCounter[counter], wi, m))
+			emit(engagement.GlobalScope, counter, wi, listItems(byCounter[counter], wi, m, tp.gap()))
 		}
 	}
 	return out, nonEmpty
@@ -604,7 +716,7 @@ func (t *trender) rankLists(tp *trendPart, m int64, asOf time.Time) (out []engag
 // the groups gs (one region's group, or every region's for the global
 // list): each candidate of any group with its bounds summed over the
 // groups; an item whose upper bound is 0 is left out.
-func listItems(gs []*trendGroup, wi int, m int64) []engagement.TrendingItem {
+func listItems(gs []*trendGroup, wi int, m int64, gap minutes) []engagement.TrendingItem {
 	ids := make(map[string]bool)
 	for _, g := range gs {
 		for id := range g.candidates(wi, m) {
@@ -615,7 +727,7 @@ func listItems(gs []*trendGroup, wi int, m int64) []engagement.TrendingItem {
 	for id := range ids {
 		var lo, hi int64
 		for _, g := range gs {
-			l, h := g.bound(id, wi, m)
+			l, h := g.bound(id, wi, m, gap)
 			lo, hi = topk.SatAdd(lo, l), topk.SatAdd(hi, h)
 		}
 		if hi > 0 {
@@ -638,6 +750,13 @@ func (tp *trendPart) emptiedLists(asOf time.Time) []engagement.Trending {
 	}
 	return out
 }
+
+// minutes is an inclusive range of minutes; empty when to < from.
+type minutes struct{ from, to int64 }
+
+func (g minutes) overlaps(from, to int64) bool { return g.from <= g.to && g.from <= to && from <= g.to }
+
+func (tp *trendPart) gap() minutes { return minutes{tp.gapFrom, tp.gapTo} }
 
 // candidates yields the items of window wi's lists, and the items whose
 // exact count covers the window.
@@ -672,8 +791,10 @@ func (g *trendGroup) candidates(wi int, m int64) func(yield func(string) bool) {
 //     list of an earlier minute adds only upper bounds (its window has
 //     moved since, so some of what it counts may have left);
 //   - from the exact counts: an item's count since it was first listed is
-//     a lower bound, and its whole count once that covers the window.
-func (g *trendGroup) bound(id string, wi int, m int64) (lo, hi int64) {
+//     a lower bound, and its whole count once that covers the window and
+//     the window does not overlap gap (minutes a previous owner may have
+//     counted after its last stored state).
+func (g *trendGroup) bound(id string, wi int, m int64, gap minutes) (lo, hi int64) {
 	for _, al := range g.lists[wi] {
 		if it, ok := al.items[id]; ok {
 			hi = topk.SatAdd(hi, it.Count)
@@ -686,7 +807,7 @@ func (g *trendGroup) bound(id string, wi int, m int64) (lo, hi int64) {
 	}
 	if r := g.exact[id]; r != nil {
 		e, covered := r.sum(wi, m)
-		if covered {
+		if covered && !gap.overlaps(firstMinute(wi, m), m) {
 			return e, e
 		}
 		lo = max(lo, e)

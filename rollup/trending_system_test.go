@@ -197,6 +197,9 @@ func TestTrendingAcrossRegions(t *testing.T) {
 		}
 	}
 	t.Logf("top-10 items with error 0: %d of %d; items with a wider bound: %d", zeroErrors, 4*3*10, wideBounds)
+	if ts := ru.TrendingStats(); ts.StatesWritten.Load() > 0 {
+		t.Logf("trending states: %d written, %.1f KB each on average", ts.StatesWritten.Load(), float64(ts.StateBytes.Load())/float64(ts.StatesWritten.Load())/1024)
+	}
 	if wideBounds == 0 {
 		t.Errorf("no item with an error bound: the summaries did not evict, the bounds were not exercised")
 	}

@@ -279,7 +279,9 @@ func TestTrendingDropsStrays(t *testing.T) {
 }
 
 // TestTrendingWritesEveryInterval: the partition's writer stores its lists
-// by itself once Interval has passed since its last write.
+// by itself Interval after the first message counted since its last
+// write, with every message counted meanwhile (not at the first one: the
+// other regions' messages of the same flush would wait a whole Interval).
 func TestTrendingWritesEveryInterval(t *testing.T) {
 	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	now := minuteM.Add(-2 * time.Minute)
@@ -290,27 +292,33 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 	ctx := context.Background()
 	send := func(seq uint64, count int64) { sendX(t, r, seq, now, count) }
 	read := func() []engagement.TrendingItem { return storedX(t, st) }
-	send(1, 5) // the first message writes at once
-	wantItems(t, "after the first message", read(), []engagement.TrendingItem{ti("x", 5, 0)})
+	send(1, 5) // starts the interval
+	wantItems(t, "after the first message", read(), nil)
 	now = now.Add(9 * time.Second)
 	send(2, 6)
-	wantItems(t, "within the interval", read(), []engagement.TrendingItem{ti("x", 5, 0)})
+	wantItems(t, "within the interval", read(), nil)
 	now = now.Add(time.Second)
 	send(3, 7)
 	wantItems(t, "after the interval", read(), []engagement.TrendingItem{ti("x", 7, 0)})
-	if got := r.TrendingStats().RowsWritten.Load(); got != 4 { // us and global, twice
-		t.Errorf("rows written = %d, want 4", got)
+	if got := r.TrendingStats().RowsWritten.Load(); got != 2 { // us and global
+		t.Errorf("rows written = %d, want 2", got)
 	}
+	if got := r.TrendingStats().StatesWritten.Load(); got != 1 {
+		t.Errorf("states written = %d, want 1, after the lists", got)
+	}
+	now = now.Add(5 * time.Second)
+	send(4, 8)
+	wantItems(t, "5 s into the next interval", read(), []engagement.TrendingItem{ti("x", 7, 0)})
 	// A flush in two messages: the interval has passed at the first, but
 	// its lists come with the second, so only the second writes.
 	now = now.Add(10 * time.Second)
-	b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 4, FlushedAt: now, Sums: []partial.Sum{sum("x", 1)}, More: true}
-	if err := r.Handle(ctx, 4, partial.Append(nil, b)); err != nil {
+	b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: 5, FlushedAt: now, Sums: []partial.Sum{sum("x", 1)}, More: true}
+	if err := r.Handle(ctx, 5, partial.Append(nil, b)); err != nil {
 		t.Fatal(err)
 	}
 	wantItems(t, "after the first message of a flush", read(), []engagement.TrendingItem{ti("x", 7, 0)})
-	send(5, 8)
-	wantItems(t, "after its last message", read(), []engagement.TrendingItem{ti("x", 8, 0)})
+	send(6, 9)
+	wantItems(t, "after its last message", read(), []engagement.TrendingItem{ti("x", 9, 0)})
 }
 
 // TestTrendingRestartDelaysExact: a rollup that starts after flushes a

@@ -269,6 +269,7 @@ func schema(ks string, r Replication) []string {
 			updated_at bigint,
 			PRIMARY KEY ((part), agent, epoch)
 		) WITH comment = 'High-water marks of the rollup: per (partial-sum partition, agent, run epoch) the highest flush seq applied. Plain values, one writer per partition (its rollup), written after the stats rows of the message. part is a uint32 stored as int; epoch and seq are uint64 stored as bigint; flushed_at (the agent clock) and updated_at (the rollup clock) are microseconds since the Unix epoch.'`,
+		trendingStateTable(ks),
 	}
 }
 

@@ -36,6 +36,9 @@ type Store interface {
 	PutTrending(ctx context.Context, t engagement.Trending) error
 	GetTrending(ctx context.Context, k engagement.TrendingKey) (engagement.Trending, bool, error)
 	ReadTrending(ctx context.Context, scope, counter, window string) ([]engagement.Trending, error)
+	PutTrendingState(ctx context.Context, st engagement.TrendingState) error
+	GetTrendingState(ctx context.Context, partition uint32) (engagement.TrendingState, bool, error)
+	ReadTrendingCoverage(ctx context.Context) ([]engagement.TrendingState, error)
 }
 
 // Run runs the conformance suite against stores made by open.
@@ -68,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"Marks/IdempotentApply", testMarksIdempotentApply},
 		{"Trending", testTrending},
 		{"Trending/Partitions", testTrendingPartitions},
+		{"Trending/State", testTrendingState},
 	})
 }
 
