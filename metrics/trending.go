@@ -41,5 +41,10 @@ func RegisterRollupTrending(reg prometheus.Registerer, r *rollup.Rollup) error {
 		{"edgecount_rollup_trending_write_errors_total", "Trending lists the store did not take (written again at the next interval).", false, u64(&s.WriteErrors)},
 		{"edgecount_rollup_trending_candidates", "Items the rollup counts exactly for trending.", true, i64(&s.Candidates)},
 		{"edgecount_rollup_trending_compute_seconds_total", "Time spent computing trending lists.", false, func() float64 { return float64(s.ComputeNanos.Load()) / 1e9 }},
+		{"edgecount_rollup_trending_states_written_total", "Partition trending window states stored (after each partition's lists).", false, u64(&s.StatesWritten)},
+		{"edgecount_rollup_trending_state_bytes_total", "Bytes of the trending window states stored.", false, u64(&s.StateBytes)},
+		{"edgecount_rollup_trending_states_loaded_total", "Partitions taken over from a stored trending window state.", false, u64(&s.StatesLoaded)},
+		{"edgecount_rollup_trending_state_gaps_total", "Partitions taken over whose previous owner counted messages after its last stored state (those minutes became bounds).", false, u64(&s.StateGaps)},
+		{"edgecount_rollup_trending_state_load_errors_total", "Stored trending window states that could not be read or decoded (the partition starts afresh).", false, u64(&s.StateLoadErrors)},
 	}, nil)
 }
