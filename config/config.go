@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -201,6 +202,72 @@ type NATS struct {
 	CAFile    string        `yaml:"ca_file"`
 	CertFile  string        `yaml:"cert_file"`
 	KeyFile   string        `yaml:"key_file"`
+
+	// Domain (agent) is the JetStream domain of the region's own server, a
+	// leaf node of the hub: the agent then publishes only there, to an
+	// origin stream with limits retention that the hub sources
+	// (docs/regions.md). Empty: one broker for the whole system.
+	Domain string `yaml:"domain"`
+	// MaxAge and MaxBytes bound the agent's stream: on a region's server
+	// they are the outage budget, how long the region may be cut off from
+	// the hub without losing a flush (defaults with a domain: 2h and
+	// 2 GiB; without: 7 days and unbounded).
+	MaxAge   time.Duration `yaml:"max_age"`
+	MaxBytes int64         `yaml:"max_bytes"`
+	// DuplicateWindow is how long a stream remembers message ids (default
+	// 2m), set explicitly on every stream: a sourcing one has none.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// Hub (rollup) is the hub stream that sources every region's stream.
+	Hub Hub `yaml:"hub"`
+}
+
+// Hub configures the rollup's hub stream, on the hub cluster, which
+// sources every region's origin stream (nats.hub.sources). Without sources
+// the rollup consumes nats.stream on one broker, as the agents publish.
+type Hub struct {
+	// Stream names the hub stream (default nats.stream).
+	Stream string `yaml:"stream"`
+	// Replicas of the hub stream (default 3).
+	Replicas int `yaml:"replicas"`
+	// Sources lists the regions' origin streams.
+	Sources []HubSource `yaml:"sources"`
+}
+
+// HubSource is one region's origin stream.
+type HubSource struct {
+	Region string `yaml:"region"`
+	// Domain is the region's JetStream domain (its agents' nats.domain).
+	Domain string `yaml:"domain"`
+	// Stream is the origin stream's name (default nats.stream).
+	Stream string `yaml:"stream"`
+}
+
+// Defaults of a region's origin stream (nats.domain set): the outage
+// budget. See docs/regions.md for the arithmetic.
+const (
+	DefaultOriginMaxAge   = 2 * time.Hour
+	DefaultOriginMaxBytes = 2 << 30
+	DefaultHubReplicas    = 3
+)
+
+// ParseHubSources parses EDGECOUNT_NATS_HUB_SOURCES and --nats-hub-sources:
+// comma-separated region=domain or region=domain/stream.
+func ParseHubSources(v string) ([]HubSource, error) {
+	var (
+		out  []HubSource
+		errs []error
+	)
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		region, rest, ok := strings.Cut(f, "=")
+		if !ok || region == "" || rest == "" {
+			errs = append(errs, fmt.Errorf("hub source %q: want region=domain or region=domain/stream", f))
+			continue
+		}
+		domain, stream, _ := strings.Cut(rest, "/")
+		out = append(out, HubSource{Region: region, Domain: domain, Stream: stream})
+	}
+	return out, errors.Join(errs...)
 }
 
 // Redis says how to reach the shard directory. An empty Addr means the
@@ -369,6 +436,19 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	str("EDGECOUNT_NATS_SUBJECT_PREFIX", &c.NATS.SubjectPrefix)
 	str("EDGECOUNT_NATS_DURABLE", &c.NATS.Durable)
 	dur("EDGECOUNT_NATS_ACK_WAIT", &c.NATS.AckWait)
+	str("EDGECOUNT_NATS_DOMAIN", &c.NATS.Domain)
+	dur("EDGECOUNT_NATS_MAX_AGE", &c.NATS.MaxAge)
+	num64("EDGECOUNT_NATS_MAX_BYTES", &c.NATS.MaxBytes)
+	dur("EDGECOUNT_NATS_DUPLICATE_WINDOW", &c.NATS.DuplicateWindow)
+	str("EDGECOUNT_NATS_HUB_STREAM", &c.NATS.Hub.Stream)
+	num("EDGECOUNT_NATS_HUB_REPLICAS", &c.NATS.Hub.Replicas)
+	if v := getenv("EDGECOUNT_NATS_HUB_SOURCES"); v != "" {
+		src, err := ParseHubSources(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("EDGECOUNT_NATS_HUB_SOURCES: %w", err))
+		}
+		c.NATS.Hub.Sources = src
+	}
 	str("EDGECOUNT_ROLLUP_MEMBER_ID", &c.Rollup.MemberID)
 	dur("EDGECOUNT_ROLLUP_MEMBER_TTL", &c.Rollup.MemberTTL)
 	str("EDGECOUNT_GOSSIP_BIND", &c.Gossip.Bind)
@@ -527,9 +607,7 @@ func (c Config) validate(role Role) error {
 			errs = append(errs, fmt.Errorf("trending: %w", err))
 		}
 	}
-	if err := c.StreamConfig().Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
-	}
+	errs = append(errs, c.natsErrors(role)...)
 	if err := c.ConsumerConfig(nil).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("nats: %w", err))
 	}
@@ -547,6 +625,42 @@ func (c Config) validate(role Role) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// natsErrors checks the NATS section for role: the stream the process
+// publishes to or consumes, and the regional keys.
+func (c Config) natsErrors(role Role) []error {
+	var errs []error
+	if c.NATS.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("nats.max_age %v: must not be negative", c.NATS.MaxAge))
+	}
+	if c.NATS.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("nats.max_bytes %d: must not be negative", c.NATS.MaxBytes))
+	}
+	if c.NATS.DuplicateWindow < 0 {
+		errs = append(errs, fmt.Errorf("nats.duplicate_window %v: must be positive", c.NATS.DuplicateWindow))
+	}
+	if c.NATS.Hub.Replicas < 0 || c.NATS.Hub.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("nats.hub.replicas %d: want 1..5", c.NATS.Hub.Replicas))
+	}
+	if c.Standalone() && c.NATS.Domain != "" {
+		errs = append(errs, fmt.Errorf("nats.domain %q: a region's domain needs nats.url (the region's own server); the embedded broker has none", c.NATS.Domain))
+	}
+	if c.Standalone() && len(c.NATS.Hub.Sources) > 0 {
+		errs = append(errs, errors.New("nats.hub.sources: a hub needs nats.url (the hub cluster); a standalone agent has none"))
+	}
+	if err := c.StreamConfig().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if role == RoleRollup && c.NATS.Domain != "" && len(c.NATS.Hub.Sources) == 0 {
+		errs = append(errs, fmt.Errorf("nats.hub.sources: the agents publish to their region's domain (nats.domain %q), so the rollup needs the hub's sources (--nats-hub-sources region=domain,…)", c.NATS.Domain))
+	}
+	if role == RoleRollup && len(c.NATS.Hub.Sources) > 0 {
+		if err := c.HubStreamConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("nats.hub: %w", err))
+		}
+	}
+	return errs
 }
 
 // minLogBytes is the smallest agent.log_max_bytes: the log's segments are
@@ -608,6 +722,14 @@ func (c Config) ConnConfig(name string) natsjs.ConnConfig {
 	return cc
 }
 
+// AgentConnConfig is ConnConfig for an agent: its JetStream requests go
+// to its region's domain (nats.domain), if any.
+func (c Config) AgentConnConfig(name string) natsjs.ConnConfig {
+	cc := c.ConnConfig(name)
+	cc.Domain = c.NATS.Domain
+	return cc
+}
+
 // StreamConfig returns the partial-sum stream's configuration.
 func (c Config) StreamConfig() natsjs.StreamConfig {
 	sc := natsjs.DefaultStreamConfig()
@@ -618,13 +740,48 @@ func (c Config) StreamConfig() natsjs.StreamConfig {
 	if c.NATS.SubjectPrefix != "" {
 		sc.SubjectPrefix = c.NATS.SubjectPrefix
 	}
+	if c.NATS.DuplicateWindow != 0 {
+		sc.DuplicateWindow = c.NATS.DuplicateWindow
+	}
+	if c.NATS.Domain != "" && !c.Standalone() {
+		sc.Domain = c.NATS.Domain
+		sc.MaxAge, sc.MaxBytes = DefaultOriginMaxAge, DefaultOriginMaxBytes
+	}
+	if c.NATS.MaxAge != 0 {
+		sc.MaxAge = c.NATS.MaxAge
+	}
+	if c.NATS.MaxBytes != 0 {
+		sc.MaxBytes = c.NATS.MaxBytes
+	}
+	return sc
+}
+
+// HubStreamConfig returns the stream the rollups consume: with
+// nats.hub.sources the hub stream (R nats.hub.replicas, sourcing each
+// region's stream); without, the agents' stream (StreamConfig).
+func (c Config) HubStreamConfig() natsjs.StreamConfig {
+	sc := c.StreamConfig()
+	if len(c.NATS.Hub.Sources) == 0 {
+		return sc
+	}
+	origin := sc.Name
+	sc.Domain, sc.MaxBytes = "", 0
+	sc.MaxAge = natsjs.DefaultStreamConfig().MaxAge
+	if c.NATS.Hub.Stream != "" {
+		sc.Name = c.NATS.Hub.Stream
+	}
+	sc.Replicas = cmp.Or(c.NATS.Hub.Replicas, DefaultHubReplicas)
+	sc.Hub = &natsjs.Hub{}
+	for _, s := range c.NATS.Hub.Sources {
+		sc.Hub.Sources = append(sc.Hub.Sources, natsjs.Source{Region: s.Region, Domain: s.Domain, Stream: cmp.Or(s.Stream, origin)})
+	}
 	return sc
 }
 
 // ConsumerConfig returns the rollup's consumer configuration.
 func (c Config) ConsumerConfig(logger *slog.Logger) natsjs.ConsumerConfig {
 	cc := natsjs.DefaultConsumerConfig()
-	cc.Stream = c.StreamConfig()
+	cc.Stream = c.HubStreamConfig()
 	if c.NATS.Durable != "" {
 		cc.Durable = c.NATS.Durable
 	}

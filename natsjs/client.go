@@ -29,8 +29,22 @@ type ClientStats struct {
 }
 
 // NewClient wraps an open connection. The Client owns nc from then on.
-func NewClient(nc *nats.Conn) (*Client, error) {
-	js, err := jetstream.New(nc)
+func NewClient(nc *nats.Conn) (*Client, error) { return newClient(nc, "") }
+
+// NewDomainClient wraps an open connection whose JetStream requests go to
+// domain (see ConnConfig.Domain). The Client owns nc from then on.
+func NewDomainClient(nc *nats.Conn, domain string) (*Client, error) { return newClient(nc, domain) }
+
+func newClient(nc *nats.Conn, domain string) (*Client, error) {
+	var (
+		js  jetstream.JetStream
+		err error
+	)
+	if domain == "" {
+		js, err = jetstream.New(nc)
+	} else {
+		js, err = jetstream.NewWithDomain(nc, domain)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("cannot open jetstream context: %w", err)
@@ -53,7 +67,7 @@ func Dial(cfg ConnConfig, logger *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewClient(nc)
+	c, err := newClient(nc, cfg.Domain)
 	if err != nil {
 		return nil, err
 	}

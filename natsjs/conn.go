@@ -44,6 +44,11 @@ type ConnConfig struct {
 	// nats.go's own default of 2 minutes would leave a dead connection
 	// standing for minutes).
 	PingInterval time.Duration
+	// Domain is the JetStream domain the client's JetStream requests go
+	// to (optional): an agent of a region names its regional server's
+	// domain, so that its stream and consumer are made there whichever
+	// server of the system it is connected to.
+	Domain string
 	// WaitForServer makes Connect succeed while the server is unreachable:
 	// the connection then keeps trying in the background. Without it the
 	// first connection attempt must succeed.
@@ -79,6 +84,9 @@ func (c ConnConfig) Validate() error {
 	}
 	if c.PingInterval < 0 {
 		errs = append(errs, fmt.Errorf("ping interval %s is negative", c.PingInterval))
+	}
+	if c.Domain != "" && !validToken(c.Domain) {
+		errs = append(errs, fmt.Errorf("domain %q is not a valid domain (a subject token: no dots, wildcards or spaces)", c.Domain))
 	}
 	if c.ReconnectMin < 0 || c.ReconnectMax < c.ReconnectMin {
 		errs = append(errs, fmt.Errorf("reconnect backoff %s..%s is not a range", c.ReconnectMin, c.ReconnectMax))

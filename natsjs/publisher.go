@@ -96,6 +96,7 @@ func (p *Publisher) Publish(ctx context.Context, partition uint32, msgID string,
 		return fmt.Errorf("cannot publish to partition %d of %d: %w", partition, len(p.subjects), ErrBadPartition)
 	}
 	msg := &nats.Msg{Subject: p.subjects[partition], Data: data}
+	msgID = p.cfg.MsgID(msgID)
 	err := p.publish(ctx, msg, msgID)
 	if streamGone(err) && p.recreate(ctx, err) {
 		err = p.publish(ctx, msg, msgID)

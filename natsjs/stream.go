@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,80 @@ type StreamConfig struct {
 	// de-duplicate retried publishes (default 2 minutes). It must cover the
 	// longest time an agent keeps retrying one message.
 	DuplicateWindow time.Duration
+	// MaxBytes bounds the stream's size (0: unbounded); the oldest
+	// messages are dropped first. Set on a regional (origin) stream, whose
+	// limits retention keeps everything for MaxAge: see docs/regions.md
+	// for sizing it from the outage budget.
+	MaxBytes int64
+
+	// Domain, when set, makes this a region's origin stream on the
+	// region's own JetStream server (a leaf node with that JetStream
+	// domain): limits retention (messages stay for MaxAge whether or not
+	// the hub sourced them, so a cut link loses nothing within the
+	// budget), message ids prefixed with the domain (unique across
+	// regions in the hub's de-duplication window), and EnsureStream also
+	// creates the durable push consumer the hub sources through
+	// (HubConsumer, delivering on DeliverSubject(Domain)).
+	Domain string
+	// Hub, when set, makes this the hub stream: it has no subjects of its
+	// own and takes every message of the origin streams Hub.Sources lists
+	// by durable sourcing (ADR-58). Sourced messages keep their subjects,
+	// so the partition consumers read it as they read a single-broker
+	// stream. Not with Domain. (A pointer keeps StreamConfig comparable.)
+	Hub *Hub
+}
+
+// Hub lists the origin streams a hub stream sources.
+type Hub struct {
+	Sources []Source
+}
+
+// sources returns the hub's sources, none for another stream.
+func (c StreamConfig) sources() []Source {
+	if c.Hub == nil {
+		return nil
+	}
+	return c.Hub.Sources
+}
+
+// Source is one region's origin stream as the hub sources it.
+type Source struct {
+	// Region names the region (metrics label).
+	Region string
+	// Domain is the region's JetStream domain.
+	Domain string
+	// Stream is the origin stream's name (default: the hub stream's
+	// Name).
+	Stream string
+}
+
+// HubConsumer names the durable push consumer on each origin stream that
+// the hub's source reads.
+const HubConsumer = "EDGECOUNT_HUB"
+
+// hubHeartbeat is the idle heartbeat of the hub's source consumer: durable
+// sourcing requires exactly 1 s.
+const hubHeartbeat = time.Second
+
+// hubMaxAckPending bounds the messages the origin's source consumer has in
+// flight to the hub (flow control paces it further).
+const hubMaxAckPending = 10000
+
+// DeliverSubject returns the subject an origin stream's hub consumer
+// delivers on: one per domain, so that the hub's sources never share
+// one.
+func (c StreamConfig) DeliverSubject(domain string) string {
+	return c.SubjectPrefix + "-hub." + domain
+}
+
+// MsgID returns the message id a publish of id carries: id itself, or on
+// an origin stream "<Domain>:<id>", so that two regions never produce the
+// same id in the hub's de-duplication window.
+func (c StreamConfig) MsgID(id string) string {
+	if c.Domain == "" {
+		return id
+	}
+	return c.Domain + ":" + id
 }
 
 // DefaultStreamConfig returns the default stream configuration.
@@ -75,6 +150,33 @@ func (c StreamConfig) Validate() error {
 	} else if c.MaxAge > 0 && c.DuplicateWindow > c.MaxAge {
 		errs = append(errs, fmt.Errorf("duplicate window %s is longer than max age %s", c.DuplicateWindow, c.MaxAge))
 	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("max bytes %d is negative", c.MaxBytes))
+	}
+	if c.Domain != "" && !validToken(c.Domain) {
+		errs = append(errs, fmt.Errorf("domain %q is not a valid domain (a subject token: no dots, wildcards or spaces)", c.Domain))
+	}
+	if c.Hub != nil && len(c.Hub.Sources) == 0 {
+		errs = append(errs, errors.New("a hub stream needs at least one source"))
+	}
+	if c.Domain != "" && c.Hub != nil {
+		errs = append(errs, errors.New("a stream with a domain (a region's origin) cannot also have sources (the hub)"))
+	}
+	domains := make(map[string]bool, len(c.sources()))
+	for i, src := range c.sources() {
+		if !validToken(src.Region) {
+			errs = append(errs, fmt.Errorf("source %d: region %q is not a valid name", i, src.Region))
+		}
+		if !validToken(src.Domain) {
+			errs = append(errs, fmt.Errorf("source %d: domain %q is not a valid domain (a subject token: no dots, wildcards or spaces)", i, src.Domain))
+		} else if domains[src.Domain] {
+			errs = append(errs, fmt.Errorf("source %d: domain %q is listed twice", i, src.Domain))
+		}
+		domains[src.Domain] = true
+		if src.Stream != "" && !validName(src.Stream) {
+			errs = append(errs, fmt.Errorf("source %d: stream name %q is not a valid name", i, src.Stream))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -92,7 +194,7 @@ func (c StreamConfig) subjects() []string {
 }
 
 func (c StreamConfig) jetstream() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:        c.Name,
 		Description: "edgecount partial sums, one subject per partition",
 		Subjects:    c.subjects(),
@@ -100,11 +202,69 @@ func (c StreamConfig) jetstream() jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 		MaxAge:      c.MaxAge,
-		Duplicates:  c.DuplicateWindow,
+		Duplicates:  c.DuplicateWindow, // explicit: a sourcing stream has none by default
 		Discard:     jetstream.DiscardOld,
 		MaxMsgs:     -1,
 		MaxBytes:    -1,
 	}
+	if c.MaxBytes > 0 {
+		sc.MaxBytes = c.MaxBytes
+	}
+	switch {
+	case c.Domain != "":
+		// Limits retention: a work-queue origin loses messages while its
+		// source is cut off (nats-server issue 3207), and the hub's
+		// consumer acks do not delete here; MaxAge and MaxBytes do.
+		sc.Description = "edgecount partial sums of region domain " + c.Domain + ", sourced by the hub"
+		sc.Retention = jetstream.LimitsPolicy
+	case c.Hub != nil:
+		// No subjects: the hub stream must not capture a publish that
+		// reaches it over a leaf link (the origin stores it). Work-queue
+		// retention as on a single broker: the rollups' acks delete.
+		sc.Description = "edgecount partial sums sourced from every region"
+		sc.Subjects = nil
+		for _, src := range c.Hub.Sources {
+			sc.Sources = append(sc.Sources, &jetstream.StreamSource{
+				Name:   cmp.Or(src.Stream, c.Name),
+				Domain: src.Domain,
+				Consumer: &jetstream.StreamConsumerSource{
+					Name:           HubConsumer,
+					DeliverSubject: c.DeliverSubject(src.Domain),
+				},
+			})
+		}
+	}
+	return sc
+}
+
+// hubConsumer is the durable push consumer on an origin stream that the
+// hub's source reads (ADR-58 durable sourcing): flow-controlled acks,
+// a heartbeat of exactly 1 s.
+func (c StreamConfig) hubConsumer() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        HubConsumer,
+		Description:    "the hub's durable source of this region's partial sums",
+		DeliverSubject: c.DeliverSubject(c.Domain),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckFlowControlPolicy,
+		FlowControl:    true,
+		IdleHeartbeat:  hubHeartbeat,
+		MaxAckPending:  hubMaxAckPending,
+		Replicas:       c.Replicas,
+	}
+}
+
+// ensureHubConsumer creates the origin's hub consumer, or updates it. The
+// agent does it at start on its own regional server, so it works while the
+// region is cut off from the hub.
+func ensureHubConsumer(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	if cfg.Domain == "" {
+		return nil
+	}
+	if _, err := js.CreateOrUpdatePushConsumer(ctx, cfg.Name, cfg.hubConsumer()); err != nil {
+		return fmt.Errorf("cannot create the hub's source consumer %s on stream %s: %w", HubConsumer, cfg.Name, err)
+	}
+	return nil
 }
 
 // EnsureStream creates the stream, or updates it to cfg. It is idempotent.
@@ -135,7 +295,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig,
 		create.FirstSeq = firstSeq(time.Now(), seen)
 		_, err = js.CreateStream(ctx, create)
 		if err == nil {
-			return true, nil
+			return true, ensureHubConsumer(ctx, js, cfg)
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return false, fmt.Errorf("cannot create stream %s: %w", cfg.Name, err)
@@ -154,7 +314,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig,
 	if _, err := js.UpdateStream(ctx, want); err != nil {
 		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
 	}
-	return false, nil
+	return false, ensureHubConsumer(ctx, js, cfg)
 }
 
 // recreateStream creates the stream again if the broker does not have it
@@ -231,6 +391,10 @@ func validName(s string) bool {
 	}
 	return true
 }
+
+// validToken reports whether s is one subject token that can also name a
+// stream: what a JetStream domain or a region label must be here.
+func validToken(s string) bool { return validName(s) }
 
 // validSubjectPrefix reports whether s is a literal subject: dot-separated
 // non-empty tokens of printable ASCII without wildcards.

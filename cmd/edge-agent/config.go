@@ -20,6 +20,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			agentID  = fs.String("agent-id", "", "agent `id` (default: the one recorded in --data, made once as <region>-<hostname>-<8 hex>; env EDGECOUNT_AGENT_ID)")
 			flush    = fs.Duration("flush-interval", 0, "counter flush `interval` (default 1s; env EDGECOUNT_FLUSH_INTERVAL)")
 			durab    = fs.String("durability", "", "when a write is acknowledged: `fsync`, interval or none (default fsync; env EDGECOUNT_DURABILITY)")
+			natsURL  = fs.String("nats", "", "NATS `url`: the region's own server, or the system's one broker (default: embedded, standalone; env EDGECOUNT_NATS_URL)")
+			domain   = fs.String("nats-domain", "", "JetStream `domain` of the region's own server, a leaf node of the hub (env EDGECOUNT_NATS_DOMAIN)")
 		)
 		return func(cfg *config.Config) error {
 			cli.Override(&cfg.Agent.HTTP, *httpAddr)
@@ -27,6 +29,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			cli.Override(&cfg.Region, *region)
 			cli.Override(&cfg.Agent.ID, *agentID)
 			cli.Override(&cfg.Agent.Durability, *durab)
+			cli.Override(&cfg.NATS.URL, *natsURL)
+			cli.Override(&cfg.NATS.Domain, *domain)
 			if *flush != 0 {
 				cfg.Agent.FlushInterval = *flush
 			}

@@ -129,7 +129,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		}
 		n.store = cs
 		regs = append(regs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
-		if n.bus, err = natsjs.Dial(cfg.ConnConfig("edge-agent-"+cfg.Agent.ID), logger); err != nil {
+		if n.bus, err = natsjs.Dial(cfg.AgentConnConfig("edge-agent-"+cfg.Agent.ID), logger); err != nil {
 			return nil, err
 		}
 	}

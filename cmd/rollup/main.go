@@ -47,14 +47,26 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		data := fs.String("data", "", "embedded store `directory` when no Cassandra is configured (env EDGECOUNT_ROLLUP_DATA)")
 		natsURL := fs.String("nats", "", "NATS `url` (env EDGECOUNT_NATS_URL)")
 		owned := fs.String("owned", "", "comma-separated `partitions` this instance consumes (default: all)")
+		sources := fs.String("nats-hub-sources", "", "the regions' streams the hub stream sources: comma-separated `region=domain[/stream]` (env EDGECOUNT_NATS_HUB_SOURCES)")
+		replicas := fs.Int("nats-hub-replicas", 0, "replicas of the hub stream (default 3; env EDGECOUNT_NATS_HUB_REPLICAS)")
 		return func(cfg *config.Config) error {
 			cli.Override(&cfg.Rollup.HTTP, *httpAddr)
 			cli.Override(&cfg.Rollup.Data, *data)
 			cli.Override(&cfg.NATS.URL, *natsURL)
-			if *owned == "" {
-				return nil
-			}
 			var errs []error
+			if *sources != "" {
+				src, err := config.ParseHubSources(*sources)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("nats-hub-sources: %w", err))
+				}
+				cfg.NATS.Hub.Sources = src
+			}
+			if *replicas != 0 {
+				cfg.NATS.Hub.Replicas = *replicas
+			}
+			if *owned == "" {
+				return errors.Join(errs...)
+			}
 			cfg.Rollup.Owned = nil
 			for _, f := range strings.Split(*owned, ",") {
 				p, err := strconv.Atoi(strings.TrimSpace(f))
@@ -137,7 +149,9 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if p.bus, err = natsjs.Dial(cfg.ConnConfig("rollup"), logger); err != nil {
 		return nil, err
 	}
-	if err := p.bus.EnsureStream(ctx, cfg.StreamConfig()); err != nil {
+	// The stream it consumes: the hub stream sourcing every region's, or
+	// the agents' stream on one broker.
+	if err := p.bus.EnsureStream(ctx, cfg.HubStreamConfig()); err != nil {
 		return nil, err
 	}
 	var owned []uint32 // none: share every partition with the group
