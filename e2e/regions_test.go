@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +22,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgecount/edgecount/internal/testenv"
+	"github.com/edgecount/edgecount/natsjs"
 )
 
 // This file runs the regional topology of deploy/regions/ as child
@@ -338,6 +345,20 @@ func jsClient(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
+// ackFloor returns the stream sequence up to which consumer durable of
+// stream has every message acknowledged.
+func ackFloor(ctx context.Context, js jetstream.JetStream, stream, durable string) (uint64, error) {
+	c, err := js.PushConsumer(ctx, stream, durable)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.AckFloor.Stream, nil
+}
+
 // TestRegionalBrokerConfigs starts the brokers from deploy/regions/nats
 // and checks what the topology rests on: the hub is one JetStream cluster
 // with a metadata leader; each region's server is a leaf of the hub in a
@@ -423,6 +444,21 @@ func TestRegionalBrokerConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
+	// G16's measure: the hub holds the region's backlog once the origin's
+	// durable consumer has every message up to the one last published
+	// before the link returned acknowledged by the hub.
+	backlog := uint64(2 * n / 3)
+	caught := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(back) < 30*time.Second {
+			if floor, err := ackFloor(ctx, reg, "R", "hub"); err == nil && floor >= backlog {
+				caught <- time.Since(back)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		close(caught)
+	}()
 	publish(2*n/3, n)
 	waitFor(t, 30*time.Second, "the hub holds every message", func() error {
 		if got := hubMsgs(); got != n {
@@ -431,9 +467,583 @@ func TestRegionalBrokerConfigs(t *testing.T) {
 		return nil
 	})
 	t.Logf("the hub held all %d messages %v after the link returned", n, time.Since(back).Round(10*time.Millisecond))
+	d, ok := <-caught
+	if !ok {
+		t.Fatal("the origin's consumer never acknowledged the backlog, though the hub holds it")
+	}
+	t.Logf("the hub acknowledged the %d-message backlog %v after the link returned", backlog, d.Round(10*time.Millisecond))
 	// Once: a second look after a while finds no more.
 	time.Sleep(2 * time.Second)
 	if got := hubMsgs(); got != n {
 		t.Fatalf("the hub holds %d messages, want %d once each", got, n)
 	}
+}
+
+// The topology's regions and the Cassandra data centre each maps to, as
+// deploy/regions/local.sh runs them: three regions on two data centres,
+// the rollups in dc1.
+var (
+	topologyRegions = []string{"us-east", "eu-west", "ap-south"}
+	topologyDC      = map[string]string{"us-east": "dc1", "eu-west": "dc2", "ap-south": "dc2"}
+)
+
+const rollupDC = "dc1"
+
+// cassCluster is a Cassandra cluster of two data centres, one node each.
+type cassCluster struct {
+	t     *testing.T
+	hosts map[string]string // data centre → node address (CQL port 9042)
+	// env runs scripts/cassandra-cluster.sh on this cluster; nil for a
+	// cluster the test did not start (it must not stop that one).
+	env []string
+}
+
+// contactPoints is the cassandra.hosts of every process: both nodes.
+func (c *cassCluster) contactPoints() string { return c.hosts["dc1"] + ", " + c.hosts["dc2"] }
+
+// sharedCluster is the cluster scripts/test.sh starts (and
+// scripts/cassandra-cluster.sh up by default): EDGECOUNT_CASSANDRA_CLUSTER,
+// node 1 (dc1) first. Tests use keyspaces of their own on it and stop
+// nothing.
+func sharedCluster(t *testing.T) *cassCluster {
+	t.Helper()
+	v := testenv.Addr("EDGECOUNT_CASSANDRA_CLUSTER", "127.0.0.11:9042,127.0.0.12:9042")
+	nodes := strings.Split(v, ",")
+	if len(nodes) != 2 {
+		t.Fatalf("EDGECOUNT_CASSANDRA_CLUSTER=%s: want two nodes, dc1's and dc2's", v)
+	}
+	c := &cassCluster{t: t, hosts: map[string]string{}}
+	for i, n := range nodes {
+		n = strings.TrimSpace(n)
+		testenv.NeedService(t, "the two-DC Cassandra cluster", n, "./scripts/cassandra-cluster.sh up")
+		host, _, err := net.SplitHostPort(n)
+		if err != nil {
+			t.Fatalf("EDGECOUNT_CASSANDRA_CLUSTER: %v", err)
+		}
+		c.hosts[fmt.Sprintf("dc%d", i+1)] = host
+	}
+	return c
+}
+
+// privateCluster starts a cluster of the test's own with
+// scripts/cassandra-cluster.sh on base (127.0.0.N: nodes N and N+1), for
+// a row that stops a data centre; it is brought down when the test ends.
+func privateCluster(t *testing.T, base string) *cassCluster {
+	t.Helper()
+	parts := strings.Split(base, ".")
+	last, _ := strconv.Atoi(parts[3])
+	c := &cassCluster{t: t, hosts: map[string]string{
+		"dc1": base, "dc2": fmt.Sprintf("127.0.0.%d", last+1),
+	}}
+	for _, h := range c.hosts {
+		if conn, err := net.DialTimeout("tcp", h+":9042", time.Second); err == nil {
+			conn.Close()
+			t.Fatalf("something already answers on %s:9042; a private cluster needs free addresses", h)
+		}
+	}
+	c.env = append(os.Environ(), "EDGECOUNT_CASSANDRA_CLUSTER_BASE="+base,
+		"EDGECOUNT_CASSANDRA_CLUSTER_DIR="+filepath.Join(t.TempDir(), "cluster"))
+	t.Cleanup(func() {
+		if out, err := c.script("down"); err != nil {
+			t.Errorf("cassandra-cluster.sh down: %v\n%s", err, out)
+		}
+	})
+	began := time.Now()
+	out, err := c.script("up")
+	if err != nil {
+		t.Fatalf("cassandra-cluster.sh up: %v\n%s", err, out)
+	}
+	t.Logf("private Cassandra cluster on %s and %s up in %v:\n%s", c.hosts["dc1"], c.hosts["dc2"], time.Since(began).Round(time.Second), out)
+	return c
+}
+
+// script runs scripts/cassandra-cluster.sh args on the cluster.
+func (c *cassCluster) script(args ...string) ([]byte, error) {
+	if c.env == nil {
+		c.t.Fatal("the test did not start this cluster and must not run its script")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join("..", "scripts", "cassandra-cluster.sh"), args...)
+	cmd.Env = c.env
+	return cmd.CombinedOutput()
+}
+
+// stopDC stops data centre dc's node (SIGTERM: it drains) and returns how
+// long that took; startDC starts it again on its data and waits for CQL.
+func (c *cassCluster) stopDC(dc string) time.Duration {
+	c.t.Helper()
+	began := time.Now()
+	if out, err := c.script("stop-dc", dc); err != nil {
+		c.t.Fatalf("stop-dc %s: %v\n%s", dc, err, out)
+	}
+	return time.Since(began)
+}
+
+func (c *cassCluster) startDC(dc string) time.Duration {
+	c.t.Helper()
+	began := time.Now()
+	if out, err := c.script("start-dc", dc); err != nil {
+		c.t.Fatalf("start-dc %s: %v\n%s", dc, err, out)
+	}
+	return time.Since(began)
+}
+
+// regionOptions shape a regional row's system.
+type regionOptions struct {
+	agents  int          // per region (default 1)
+	rollups int          // default 2
+	cluster *cassCluster // default sharedCluster
+}
+
+// regionSystem is a row's system on the regional topology: brokers of
+// its own (startBrokers), one agent per region on its region's server and
+// data centre, and rollups on the hub in dc1, all processes of the test's,
+// with a keyspace, stream and durable of the row's own.
+type regionSystem struct {
+	t                   *testing.T
+	b                   *brokers
+	cass                *cassCluster
+	run                 string
+	agentBin, rollupBin string
+	cfg                 map[string]string // region (or "rollup") → config file
+	agents              []*regionAgent
+	rollups             []*proc
+}
+
+// regionAgent is one agent of a region.
+type regionAgent struct {
+	region string
+	agentNode
+}
+
+func newRegionSystem(t *testing.T, o regionOptions) *regionSystem {
+	t.Helper()
+	if o.agents == 0 {
+		o.agents = 1
+	}
+	if o.rollups == 0 {
+		o.rollups = 2
+	}
+	redisAddr := testenv.Addr("EDGECOUNT_REDIS", "127.0.0.1:6379")
+	testenv.NeedService(t, "Redis", redisAddr, "./scripts/redis.sh start")
+	if o.cluster == nil {
+		o.cluster = sharedCluster(t)
+	}
+	s := &regionSystem{t: t, cass: o.cluster, run: fmt.Sprintf("rg%d", rand.Uint32()), cfg: map[string]string{}}
+	s.agentBin, s.rollupBin = binaries(t)
+	s.b = startBrokers(t, topologyRegions)
+	dir := t.TempDir()
+	write := func(name, natsSection, dc string) {
+		cfg := fmt.Sprintf(`region: %s
+regions: [%s]
+partitions: %d
+agent:
+  flush_interval: 200ms
+nats:
+%s  stream: %s
+  subject_prefix: %s.sums
+  durable: %s
+redis:
+  addr: %s
+cassandra:
+  hosts: [%s]
+  port: 9042
+  keyspace: %s
+  local_dc: %s
+  data_centers: {dc1: 1, dc2: 1}
+  consistency: LOCAL_QUORUM
+  timeout: %s
+`, cmp.Or(name, "us-east"), strings.Join(topologyRegions, ", "), faultPartitions, natsSection,
+			strings.ToUpper(s.run), s.run, s.run, redisAddr, s.cass.contactPoints(), s.run, dc, cassTimeout)
+		file := filepath.Join(dir, cmp.Or(name, "rollup")+".yaml")
+		if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.cfg[cmp.Or(name, "rollup")] = file
+	}
+	var sources strings.Builder
+	for _, r := range topologyRegions {
+		write(r, fmt.Sprintf("  url: %s\n  domain: %s\n", s.b.regionURL(r), r), topologyDC[r])
+		fmt.Fprintf(&sources, "      - {region: %s, domain: %s}\n", r, r)
+	}
+	write("", fmt.Sprintf("  url: %s\n  hub:\n    replicas: 3\n    sources:\n%s", s.b.hubURL(), sources.String()), rollupDC)
+	for i := range o.rollups {
+		s.rollups = append(s.rollups, nil)
+		s.startRollup(i)
+	}
+	for _, r := range topologyRegions {
+		for k := range o.agents {
+			a := &regionAgent{region: r, agentNode: agentNode{
+				id:   fmt.Sprintf("%s-%s-%d", r, s.run, k),
+				addr: "127.0.0.1:" + strconv.Itoa(freePort(t)),
+				data: filepath.Join(t.TempDir(), "agent"),
+			}}
+			if err := os.MkdirAll(a.data, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			s.agents = append(s.agents, a)
+			s.startAgent(len(s.agents) - 1)
+		}
+	}
+	for _, a := range s.agents {
+		waitReadyz(t, a.base())
+	}
+	return s
+}
+
+// startAgent starts agent i on its address, id and data directory.
+func (s *regionSystem) startAgent(i int) {
+	s.t.Helper()
+	a := s.agents[i]
+	a.p = start(s.t, "edge-agent-"+a.id, s.agentBin, "--config", s.cfg[a.region],
+		"--http", a.addr, "--agent-id", a.id, "--data", a.data)
+}
+
+// startRollup starts rollup i (a new group member each time).
+func (s *regionSystem) startRollup(i int) {
+	s.t.Helper()
+	s.rollups[i] = start(s.t, fmt.Sprintf("rollup-%d", i), s.rollupBin, "--config", s.cfg["rollup"], "--http", "127.0.0.1:0")
+}
+
+// urls returns every agent's base URL; regionURLs those of region r.
+func (s *regionSystem) urls() []string {
+	var u []string
+	for _, a := range s.agents {
+		u = append(u, a.base())
+	}
+	return u
+}
+
+func (s *regionSystem) regionURLs(r string) []string {
+	var u []string
+	for _, a := range s.agents {
+		if a.region == r {
+			u = append(u, a.base())
+		}
+	}
+	return u
+}
+
+func (s *regionSystem) rollupBases() []string {
+	var u []string
+	for _, p := range s.rollups {
+		if p != nil {
+			u = append(u, p.base)
+		}
+	}
+	return u
+}
+
+// logs returns the streams' state and the tail of every process's
+// stderr, for a failed row.
+func (s *regionSystem) logs(n int) string {
+	var out strings.Builder
+	out.WriteString("--- streams\n" + s.b.state(strings.ToUpper(s.run)))
+	for _, a := range s.agents {
+		if a.p != nil {
+			fmt.Fprintf(&out, "--- edge-agent %s (tail)\n%s\n", a.id, tail(a.p.stderr.String(), n))
+		}
+	}
+	for i, p := range s.rollups {
+		if p != nil {
+			fmt.Fprintf(&out, "--- rollup-%d (tail)\n%s\n", i, tail(p.stderr.String(), n))
+		}
+	}
+	return out.String()
+}
+
+// waitReadyz waits until base/readyz answers 200 (degraded included).
+func waitReadyz(t *testing.T, base string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, base+"/readyz = 200", func() error { return httpOK(base + "/readyz") })
+}
+
+// The regional fault rows (faultsuite_test.go runs them in its frame).
+
+// probeItem is the item a row's probes write, apart from the load's.
+const probeItem = "probe"
+
+// prober sends a row's probes: increments of probeItem that must be
+// acknowledged and reads that must answer, through chosen agents.
+type prober struct {
+	t      *testing.T
+	client *http.Client
+	acked  int64 // probe increments acknowledged
+	failed []string
+}
+
+func newProber(t *testing.T) *prober {
+	return &prober{t: t, client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// write sends one probe increment through base and wants 202.
+func (p *prober) write(base string) {
+	got, err := send(p.client, base+"/v1/increments", map[string]any{"increments": []map[string]any{{"content_id": probeItem, "counter": "view", "delta": 1}}})
+	if err != nil || got.status != http.StatusAccepted {
+		p.failed = append(p.failed, fmt.Sprintf("POST %s/v1/increments = %d %s (%v)", base, got.status, tail(got.body, 200), err))
+		return
+	}
+	p.acked++
+}
+
+// read GETs base's counts of the load's first items in scope (a region
+// or global) and wants 200; it returns their views.
+func (p *prober) read(base, scope string) int64 {
+	u := base + "/v1/counts?region=" + scope + "&content_id=v000&content_id=v001&content_id=v002"
+	var got struct {
+		Counts []struct {
+			Counters map[string]int64 `json:"counters"`
+		} `json:"counts"`
+	}
+	if err := getJSON(p.client, u, &got); err != nil {
+		p.failed = append(p.failed, fmt.Sprintf("GET %s: %v", u, err))
+		return -1
+	}
+	var n int64
+	for _, c := range got.Counts {
+		n += c.Counters["view"]
+	}
+	return n
+}
+
+// during runs f every second for d.
+func during(d time.Duration, f func()) {
+	began := time.Now()
+	for time.Since(began) < d {
+		f()
+		time.Sleep(time.Until(began.Add(time.Duration(int64(time.Since(began)/time.Second)+1) * time.Second)))
+	}
+}
+
+// check fails the row for every failed probe and, once the totals have
+// drained, wants probeItem's global count to equal the probes acked.
+func (p *prober) check(r *rowRun, base string, what string) {
+	for i, f := range p.failed {
+		if i == 5 {
+			p.t.Errorf("… %d more failed probes", len(p.failed)-5)
+			break
+		}
+		p.t.Errorf("%s: %s", what, f)
+	}
+	r.note("%d probe writes acknowledged, %d probes failed (%s)", p.acked, len(p.failed), what)
+	r.afterDrain = append(r.afterDrain, func() {
+		c := counts{Counters: map[string]int64{}}
+		if err := getJSON(p.client, base+"/v1/counts/"+probeItem+"?region=global", &c); err != nil {
+			p.t.Errorf("GET the probe item's counts: %v", err)
+			return
+		}
+		if c.Counters["view"] != p.acked {
+			p.t.Errorf("the probe item counts %d views globally, want the %d acknowledged", c.Counters["view"], p.acked)
+		}
+	})
+}
+
+// streamLastSeq returns the last sequence of a stream on the server js
+// talks to.
+func streamLastSeq(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+func runRegionCut(t *testing.T, r *rowRun) {
+	const region = "us-east"
+	cut := r.pick(30*time.Second, 15*time.Second)
+	r.describe("%s's leaf link to the hub cut for %v under load, then given back", region, cut)
+	s := r.startRegions(regionOptions{})
+	r.hold(r.pick(10*time.Second, 5*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The region's own server, as its agents see it.
+	reg := jsClient(t, s.b.regionURL(region))
+	stream := strings.ToUpper(s.run)
+
+	s.b.links[region].cut()
+	floorAtCut, err := ackFloor(ctx, reg, stream, natsjs.HubConsumer)
+	if err != nil {
+		t.Fatalf("the hub's source consumer on %s: %v", region, err)
+	}
+	p := newProber(t)
+	during(cut, func() {
+		for _, base := range s.regionURLs(region) {
+			p.write(base)
+			p.read(base, region)
+		}
+	})
+	if n, err := s.b.leafLinks(region); err != nil || n != 0 {
+		t.Errorf("%s's server has %d leaf links (%v) during the cut, want 0: the cut did not hold", region, n, err)
+	}
+	seq, err := streamLastSeq(ctx, reg, stream)
+	if err != nil {
+		t.Fatalf("%s's stream: %v", region, err)
+	}
+	if err := s.b.links[region].restore(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	p.check(r, s.regionURLs(region)[0], fmt.Sprintf("through %s's agents during the cut", region))
+	// G16: the hub holds the region's backlog (every message the region
+	// took up to the link's return) once the hub has acknowledged it to
+	// the origin's source consumer. The ack floor moves with flow-control
+	// replies, so this is an upper bound on when the hub held it.
+	for {
+		floor, err := ackFloor(ctx, reg, stream, natsjs.HubConsumer)
+		if err == nil && floor >= seq {
+			d := time.Since(back)
+			r.note("G16: the hub acknowledged %s's %d-message backlog %.1f s after the link returned (goal ≤ 5 s)", region, seq-floorAtCut, d.Seconds())
+			t.Logf("G16: the hub acknowledged %s's backlog (%d messages, up to sequence %d) %v after the link returned", region, seq-floorAtCut, seq, d.Round(10*time.Millisecond))
+			break
+		}
+		if time.Since(back) > 2*time.Minute {
+			t.Errorf("the hub has not acknowledged %s's backlog (up to sequence %d; ack floor %d, %v) 2 min after the link returned", region, seq, floor, err)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.hold(time.Until(back.Add(r.pick(10*time.Second, 5*time.Second))))
+}
+
+// hubLeader returns the index of the hub server leading stream.
+func hubLeader(ctx context.Context, t *testing.T, b *brokers, stream string) int {
+	t.Helper()
+	s, err := jsClient(t, b.hubURL()).Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("hub stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		t.Fatalf("hub stream %s info: %v", stream, err)
+	}
+	for i, h := range b.hub {
+		if h.name == info.Cluster.Leader {
+			return i
+		}
+	}
+	t.Fatalf("hub stream %s is led by %q, none of the hub's servers", stream, info.Cluster.Leader)
+	return 0
+}
+
+func runHubKill(t *testing.T, r *rowRun) {
+	down := r.pick(20*time.Second, 10*time.Second)
+	r.describe("SIGKILL the hub server leading the hub stream under load; restarted %v later", down)
+	s := r.startRegions(regionOptions{})
+	r.hold(r.pick(10*time.Second, 5*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	i := hubLeader(ctx, t, s.b, strings.ToUpper(s.run))
+	s.b.killHub(i)
+	r.hold(down)
+	began := time.Now()
+	s.b.hub[i].start()
+	r.note("killed %s (the stream leader); healthy %.1f s after its restart", s.b.hub[i].name, time.Since(began).Seconds())
+	r.hold(r.pick(10*time.Second, 5*time.Second))
+}
+
+func runDCStop(t *testing.T, r *rowRun) {
+	down := r.pick(30*time.Second, 15*time.Second)
+	r.describe("Cassandra dc2 stopped for %v, then dc1 for %v (the rollups' own), each started again", down, down)
+	cluster := privateCluster(t, "127.0.0.41")
+	s := r.startRegions(regionOptions{cluster: cluster})
+	r.hold(r.pick(10*time.Second, 5*time.Second))
+
+	// dc2 down: us-east (dc1) keeps reading, and the rollups keep
+	// writing totals, which us-east sees grow.
+	took := cluster.stopDC("dc2")
+	east := s.regionURLs("us-east")[0]
+	p := newProber(t)
+	first := p.read(east, "global")
+	during(down, func() { p.read(east, "global") })
+	last := p.read(east, "global")
+	if first < 0 || last <= first {
+		t.Errorf("the totals read in us-east went from %d to %d while dc2 was down: the rollups in dc1 did not keep writing", first, last)
+	}
+	r.note("dc2 stopped (%.0f s to drain): totals read in us-east grew from %d to %d", took.Seconds(), first, last)
+	took = cluster.startDC("dc2")
+	r.note("dc2 back in %.0f s", took.Seconds())
+	p.check(r, east, "reads in us-east while dc2 was down")
+	r.hold(r.pick(10*time.Second, 5*time.Second))
+
+	// dc1 down: eu-west and ap-south (dc2) keep reading; the rollups
+	// cannot write and catch up once dc1 is back (the drain shows it).
+	took = cluster.stopDC("dc1")
+	q := newProber(t)
+	during(down, func() {
+		q.read(s.regionURLs("eu-west")[0], "global")
+		q.read(s.regionURLs("ap-south")[0], "eu-west")
+	})
+	r.note("dc1 stopped (%.0f s to drain)", took.Seconds())
+	took = cluster.startDC("dc1")
+	r.note("dc1 back in %.0f s", took.Seconds())
+	q.check(r, s.regionURLs("eu-west")[0], "reads in eu-west and ap-south while dc1 was down")
+	r.hold(r.pick(10*time.Second, 5*time.Second))
+}
+
+// state describes the streams of the topology for a failed row: each
+// region's stream and the hub's source consumer on it, and the hub stream
+// with its sources and consumers.
+func (b *brokers) state(stream string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out strings.Builder
+	look := func(url string, f func(js jetstream.JetStream)) {
+		nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+		if err != nil {
+			fmt.Fprintf(&out, "  cannot connect to %s: %v\n", url, err)
+			return
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			fmt.Fprintf(&out, "  %v\n", err)
+			return
+		}
+		f(js)
+	}
+	consumers := func(js jetstream.JetStream, s jetstream.Stream) {
+		for ci := range s.ListConsumers(ctx).Info() {
+			fmt.Fprintf(&out, "    consumer %s: delivered stream seq %d, ack floor %d, pending %d, ack pending %d, redelivered %d\n",
+				ci.Name, ci.Delivered.Stream, ci.AckFloor.Stream, ci.NumPending, ci.NumAckPending, ci.NumRedelivered)
+		}
+	}
+	for r, srv := range b.regions {
+		look("nats://"+srv.addr, func(js jetstream.JetStream) {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				fmt.Fprintf(&out, "  %s stream %s: %v\n", r, stream, err)
+				return
+			}
+			info, err := s.Info(ctx)
+			if err != nil {
+				fmt.Fprintf(&out, "  %s stream %s: %v\n", r, stream, err)
+				return
+			}
+			fmt.Fprintf(&out, "  %s stream %s: %d msgs, seq %d..%d\n", r, stream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
+			consumers(js, s)
+		})
+	}
+	look(b.hubURL(), func(js jetstream.JetStream) {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			fmt.Fprintf(&out, "  hub stream %s: %v\n", stream, err)
+			return
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			fmt.Fprintf(&out, "  hub stream %s: %v\n", stream, err)
+			return
+		}
+		fmt.Fprintf(&out, "  hub stream %s: %d msgs, seq %d..%d, leader %v\n", stream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, info.Cluster)
+		for _, src := range info.Sources {
+			fmt.Fprintf(&out, "    source %s (%v): lag %d, active %v, error %v\n", src.Name, src.External, src.Lag, src.Active, src.Error)
+		}
+		consumers(js, s)
+	})
+	return out.String()
 }
