@@ -78,9 +78,9 @@ type rowRun struct {
 	sys    *faultSystem
 	system rowSystem // sys, or the regional rows' *regionSystem
 	ld     *load
-	fault string // what the table says was done (describe)
-	notes []string
-	kills int
+	fault  string // what the table says was done (describe)
+	notes  []string
+	kills  int
 	// vacuous says why the row's fault did not reach what it tests.
 	vacuous string
 	// afterDrain are checks a row adds that run once the totals have
