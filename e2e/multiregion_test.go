@@ -196,8 +196,9 @@ func waitTrending(t *testing.T, base, query string, ok func(trendingList) bool) 
 }
 
 // TestThreeRegions drives the system deploy/regions/local.sh starts: three
-// regions of two agents and two rollups sharing the partitions, on real
-// NATS, Redis and Cassandra. Each regional row equals what its region took
+// regions of two agents, each region on its own JetStream server (a leaf
+// of the hub) and its own Cassandra data centre, and two rollups sharing
+// the partitions on the hub of three, in dc1. Each regional row equals what its region took
 // and the global row their sum; regional trending differs per region and
 // global trending merges them; killing one agent (after its flush) and one
 // rollup loses no acknowledged write, and the survivors keep serving.

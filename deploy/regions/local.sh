@@ -260,10 +260,9 @@ up() {
 		port=$(rollup_port "$k")
 		# Both rollups share all partitions: each partition is pinned to
 		# one of them at a time and moves to the other if one dies.
+		# One after another: the first creates the hub stream.
 		launch_env "$name" "$(rollup_env; echo "EDGECOUNT_ROLLUP_MEMBER_ID=$name")" "$dir/bin/rollup" --config "$here/rollup.yaml" --http "127.0.0.1:$port"
-	done
-	for k in $(seq 0 $((rollups - 1))); do
-		wait_url "rollup-$k" "http://127.0.0.1:$(rollup_port "$k")/readyz"
+		wait_url "$name" "http://127.0.0.1:$port/readyz"
 	done
 	# Wait until the rollups see each other, so the partitions are split
 	# before the first write instead of handed over under traffic.
