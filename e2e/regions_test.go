@@ -740,6 +740,7 @@ func (s *regionSystem) rollupBases() []string {
 func (s *regionSystem) logs(n int) string {
 	var out strings.Builder
 	out.WriteString("--- streams\n" + s.b.state(strings.ToUpper(s.run)))
+	out.WriteString("--- " + s.rollupCounts() + "\n")
 	for _, a := range s.agents {
 		if a.p != nil {
 			fmt.Fprintf(&out, "--- edge-agent %s (tail)\n%s\n", a.id, tail(a.p.stderr.String(), n))
@@ -985,6 +986,26 @@ func runDCStop(t *testing.T, r *rowRun) {
 	r.hold(r.pick(10*time.Second, 5*time.Second))
 }
 
+// stored is how many messages a stream has stored since it was created.
+func stored(info *jetstream.StreamInfo) uint64 {
+	first := max(info.Config.FirstSeq, 1)
+	if info.State.LastSeq < first {
+		return 0
+	}
+	return info.State.LastSeq - first + 1
+}
+
+// rollupCounts sums the running rollups' message counters.
+func (s *regionSystem) rollupCounts() string {
+	var msgs, dups, order float64
+	for _, base := range s.rollupBases() {
+		msgs += metric(s.t, base, "edgecount_rollup_messages_total")
+		dups += metric(s.t, base, "edgecount_rollup_duplicates_dropped_total")
+		order += metric(s.t, base, "edgecount_rollup_order_violations_total")
+	}
+	return fmt.Sprintf("the running rollups applied %v messages, dropped %v as duplicates, saw %v order violations", msgs, dups, order)
+}
+
 // state describes the streams of the topology for a failed row: each
 // region's stream and the hub's source consumer on it, and the hub stream
 // with its sources and consumers.
@@ -1024,7 +1045,7 @@ func (b *brokers) state(stream string) string {
 				fmt.Fprintf(&out, "  %s stream %s: %v\n", r, stream, err)
 				return
 			}
-			fmt.Fprintf(&out, "  %s stream %s: %d msgs, seq %d..%d\n", r, stream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
+			fmt.Fprintf(&out, "  %s stream %s: %d msgs, seq %d..%d, %d stored since its creation\n", r, stream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, stored(info))
 			consumers(js, s)
 		})
 	}
@@ -1039,7 +1060,11 @@ func (b *brokers) state(stream string) string {
 			fmt.Fprintf(&out, "  hub stream %s: %v\n", stream, err)
 			return
 		}
-		fmt.Fprintf(&out, "  hub stream %s: %d msgs, seq %d..%d, leader %v\n", stream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, info.Cluster)
+		leader := ""
+		if info.Cluster != nil {
+			leader = info.Cluster.Leader
+		}
+		fmt.Fprintf(&out, "  hub stream %s: %d msgs, seq %d..%d, %d stored since its creation, leader %s\n", stream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, stored(info), leader)
 		for _, src := range info.Sources {
 			fmt.Fprintf(&out, "    source %s (%v): lag %d, active %v, error %v\n", src.Name, src.External, src.Lag, src.Active, src.Error)
 		}
