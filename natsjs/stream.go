@@ -180,8 +180,16 @@ func (c StreamConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Subject returns the subject of a partition.
+// Subject returns the subject of a partition: <SubjectPrefix>.<p>, or on
+// a region's origin stream <SubjectPrefix>.<Domain>.<p>. A region's
+// subjects are its own so that no other region's stream captures its
+// publishes over the leaf links (each origin stream would otherwise store
+// every region's messages); the hub's sources map them back to
+// <SubjectPrefix>.<p>.
 func (c StreamConfig) Subject(partition uint32) string {
+	if c.Domain != "" {
+		return c.SubjectPrefix + "." + c.Domain + "." + strconv.FormatUint(uint64(partition), 10)
+	}
 	return c.SubjectPrefix + "." + strconv.FormatUint(uint64(partition), 10)
 }
 
@@ -227,6 +235,10 @@ func (c StreamConfig) jetstream() jetstream.StreamConfig {
 			sc.Sources = append(sc.Sources, &jetstream.StreamSource{
 				Name:   cmp.Or(src.Stream, c.Name),
 				Domain: src.Domain,
+				SubjectTransforms: []jetstream.SubjectTransformConfig{{
+					Source:      c.SubjectPrefix + "." + src.Domain + ".*",
+					Destination: c.SubjectPrefix + ".{{wildcard(1)}}",
+				}},
 				Consumer: &jetstream.StreamConsumerSource{
 					Name:           HubConsumer,
 					DeliverSubject: c.DeliverSubject(src.Domain),

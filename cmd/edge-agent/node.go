@@ -220,6 +220,10 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 
 	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
 		metrics.RegisterPublisher(reg, pub), metrics.RegisterNATSClient(reg, n.bus))
+	if stream.Domain != "" {
+		// The region's own stream: the outage budget in use.
+		regs = append(regs, metrics.RegisterRegionStream(reg, n.bus, stream))
+	}
 	if n.directory != nil {
 		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
 	}

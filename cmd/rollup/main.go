@@ -165,6 +165,9 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	}
 	reg := cli.Registry()
 	metricErrs := []error{p.proc.RegisterMetrics(reg), metrics.RegisterNATSClient(reg, p.bus)}
+	if hub := cfg.HubStreamConfig(); hub.Hub != nil {
+		metricErrs = append(metricErrs, metrics.RegisterHubSources(reg, p.bus, hub))
+	}
 	if cs, ok := p.st.(*cassandra.Store); ok {
 		metricErrs = append(metricErrs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
 	}
