@@ -296,7 +296,37 @@ type Cassandra struct {
 	// IndexBuckets is the by-content index's bucket count of a new
 	// keyspace (0: 128); an existing keyspace keeps its own.
 	IndexBuckets int `yaml:"index_buckets"`
+	// RemoteDCFallback lets requests use another data centre's nodes when
+	// local_dc has none up (off: a region whose data centre is down answers
+	// 503 rather than read another region's replicas).
+	RemoteDCFallback bool `yaml:"remote_dc_fallback"`
+	// Username and Password log in (PasswordAuthenticator); the password is
+	// best given as EDGECOUNT_CASSANDRA_PASSWORD and is never printed.
+	Username string       `yaml:"username"`
+	Password string       `yaml:"password"`
+	TLS      CassandraTLS `yaml:"tls"`
 }
+
+// CassandraTLS encrypts the connections to Cassandra when any field is set.
+type CassandraTLS struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// String prints c without its password.
+func (c Cassandra) String() string {
+	if c.Password != "" {
+		c.Password = "[redacted]"
+	}
+	type plain Cassandra // no String method
+	return fmt.Sprintf("%+v", plain(c))
+}
+
+// LogValue logs c without its password.
+func (c Cassandra) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // Trending configures the trending lists: the agents' summaries and hot
 // counter rule (region.TrendingConfig) and the rollups' stored lists
@@ -464,6 +494,8 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	list("EDGECOUNT_TRENDING_COUNTERS", &c.Trending.Counters)
 	str("EDGECOUNT_CASSANDRA_KEYSPACE", &c.Cassandra.Keyspace)
 	str("EDGECOUNT_CASSANDRA_LOCAL_DC", &c.Cassandra.LocalDC)
+	str("EDGECOUNT_CASSANDRA_USERNAME", &c.Cassandra.Username)
+	str("EDGECOUNT_CASSANDRA_PASSWORD", &c.Cassandra.Password)
 	return errors.Join(errs...)
 }
 
@@ -889,5 +921,9 @@ func (c Config) CassandraConfig() cassandra.Config {
 	if c.Cassandra.IndexBuckets != 0 {
 		cc.IndexBuckets = c.Cassandra.IndexBuckets
 	}
+	cc.RemoteDCFallback = c.Cassandra.RemoteDCFallback
+	cc.Username, cc.Password = c.Cassandra.Username, c.Cassandra.Password
+	t := c.Cassandra.TLS
+	cc.TLS = cassandra.TLS{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	return cc
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -74,6 +76,8 @@ func TestBadFixtures(t *testing.T) {
 			`agent.http "nonsense"`, `"bad region" is not a valid region`, "partitions 0", "flush interval 1ms",
 			`log_level "loud"`, `region "Global"`, `redis.addr "redis"`, "needs an external NATS"}},
 		{"bad-cassandra.yaml", RoleAgent, []string{"keyspace", "SOMETIMES", "both a factor and data centres"}},
+		{"bad-cassandra-dc.yaml", RoleAgent, []string{"cassandra:", "replication names 2 data centres",
+			"username and password", "tls ca file: open testdata/tls/missing.pem"}},
 		{"bad-mixed.yaml", RoleAgent, []string{"needs an external NATS"}},
 		{"bad-mixed.yaml", RoleRollup, []string{"the rollup needs an external NATS"}},
 		{"missing.yaml", RoleAgent, []string{"cannot read config"}},
@@ -379,5 +383,38 @@ func TestBadHub(t *testing.T) {
 	c.NATS.Domain = "us-east"
 	if err := c.Finish(RoleAgent); err == nil || !strings.Contains(err.Error(), "nats.domain") {
 		t.Errorf("standalone agent with a domain: %v", err)
+	}
+}
+
+// TestCassandraDataCentres: a region in dc2 of a two-data-centre cluster,
+// with TLS and a password from the environment that no printed form shows.
+func TestCassandraDataCentres(t *testing.T) {
+	const canary = "canary-pw-31f9a0"
+	c := Default()
+	if err := c.LoadFile("testdata/cassandra-dc.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyEnv(env(map[string]string{"EDGECOUNT_CASSANDRA_PASSWORD": canary})); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(RoleAgent); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.CassandraConfig()
+	if cc.LocalDC != "dc2" || !reflect.DeepEqual(cc.Replication.DataCenters, map[string]int{"dc1": 1, "dc2": 1}) ||
+		cc.Consistency != "LOCAL_ONE" || cc.SerialConsistency != "SERIAL" || !cc.RemoteDCFallback ||
+		cc.Username != "edgecount" || cc.Password != canary ||
+		cc.TLS.CAFile != "testdata/tls/ca.pem" || cc.TLS.ServerName != "cassandra.internal" || !cc.TLS.Enabled() {
+		t.Fatalf("cassandra config = %v", cc)
+	}
+	var logs strings.Builder
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "cassandra", c.Cassandra, "store", cc, "all", c)
+	for where, s := range map[string]string{
+		"config %+v": fmt.Sprintf("%+v", c), "config %v": fmt.Sprint(c), "section": fmt.Sprint(c.Cassandra),
+		"store config": fmt.Sprintf("%+v", cc), "log": logs.String(),
+	} {
+		if strings.Contains(s, canary) {
+			t.Errorf("the password shows in the %s: %s", where, s)
+		}
 	}
 }

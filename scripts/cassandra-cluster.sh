@@ -47,6 +47,8 @@ base="${EDGECOUNT_CASSANDRA_CLUSTER_BASE:-127.0.0.11}"
 ndcs="${EDGECOUNT_CASSANDRA_CLUSTER_DCS:-2}"
 auth="${EDGECOUNT_CASSANDRA_CLUSTER_AUTH:-}"
 lib="${EDGECOUNT_CASSANDRA_DIR:-$repo/.cache/cassandra}/lib"
+# start-dc uses the jars up used (recorded in the state dir).
+if [[ -z ${EDGECOUNT_CASSANDRA_DIR:-} && -f $state/lib ]]; then lib=$(<"$state/lib"); fi
 heap="${EDGECOUNT_CASSANDRA_HEAP:-1G}"
 timeout="${EDGECOUNT_CASSANDRA_TIMEOUT:-240}"
 cpus="${EDGECOUNT_CASSANDRA_CPUS:-}"
@@ -134,10 +136,14 @@ render() {
 		-e "s|^endpoint_snitch:.*|endpoint_snitch: GossipingPropertyFileSnitch|" \
 		-e "s|- seeds: .*|- seeds: \"$(addr 1):$storage_port\"|" \
 		-e "s|^authenticator:.*|authenticator: $authn|" \
+		-e "s|^hinted_handoff_enabled:.*|hinted_handoff_enabled: true|" \
 		"$here/cassandra.yaml.in" >"$d/conf/cassandra.yaml"
 	cat >>"$d/conf/cassandra.yaml" <<EOF
 
-# Added by scripts/cassandra-cluster.sh: plain and TLS clients on one port.
+# Added by scripts/cassandra-cluster.sh. Hints are on (above): a write taken
+# while another data centre is down reaches it when it returns (within
+# max_hint_window, 3 h; a longer outage needs a repair).
+# Plain and TLS clients on one port:
 client_encryption_options:
   enabled: true
   optional: true
@@ -233,6 +239,7 @@ cmd_up() {
 	check_java
 	[[ -n $(ls "$lib"/cassandra-all-*.jar 2>/dev/null) ]] || "$repo/scripts/cassandra.sh" install
 	mkdir -p "$state"
+	echo "$lib" >"$state/lib"
 	tls
 	local n pid t0
 	t0=$(now_ns)

@@ -261,7 +261,7 @@ up() {
 		# Both rollups share all partitions: each partition is pinned to
 		# one of them at a time and moves to the other if one dies.
 		# One after another: the first creates the hub stream.
-		launch_env "$name" "$(rollup_env; echo "EDGECOUNT_ROLLUP_MEMBER_ID=$name")" "$dir/bin/rollup" --config "$here/rollup.yaml" --http "127.0.0.1:$port"
+		launch_env "$name" "$(rollup_env; echo "EDGECOUNT_ROLLUP_MEMBER_ID=$name")" "$dir/bin/rollup" --config "$here/us-east.yaml" --http "127.0.0.1:$port"
 		wait_url "$name" "http://127.0.0.1:$port/readyz"
 	done
 	# Wait until the rollups see each other, so the partitions are split

@@ -299,13 +299,32 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	fallback := gocql.RoundRobinHostPolicy()
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
+		if !cfg.RemoteDCFallback {
+			// Nodes of other data centres are not used at all, so LOCAL_*
+			// always means this process's data centre.
+			cluster.HostFilter = gocql.DataCenterHostFilter(cfg.LocalDC)
+		}
 	}
 	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
 	cluster.Dialer = cfg.dialer
+	if cfg.Username != "" {
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+	}
+	if cfg.TLS.Enabled() {
+		tc, err := cfg.TLS.config()
+		if err != nil {
+			return nil, fmt.Errorf("cannot open cassandra store: %w", err)
+		}
+		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: !cfg.TLS.InsecureSkipVerify}
+	}
 
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("cannot open cassandra store at %s: %w", hostsString(cfg), unavailable(err))
+		where := hostsString(cfg)
+		if cfg.LocalDC != "" && !cfg.RemoteDCFallback {
+			where += " (data centre " + cfg.LocalDC + " only)"
+		}
+		return nil, fmt.Errorf("cannot open cassandra store at %s: %w", where, unavailable(err))
 	}
 	s := &Store{
 		session:    session,

@@ -286,6 +286,21 @@ func TestConfigValidate(t *testing.T) {
 		{"serial", func(c *Config) { c.SerialConsistency = "QUORUM" }, `serial consistency "QUORUM"`},
 		{"timeout", func(c *Config) { c.Timeout = 0 }, "timeout 0s is not positive"},
 		{"connect timeout", func(c *Config) { c.ConnectTimeout = -time.Second }, "connect timeout -1s is not positive"},
+		{"several dcs without local", func(c *Config) {
+			c.Replication = Replication{DataCenters: map[string]int{"dc1": 1, "dc2": 1}}
+		}, "replication names 2 data centres"},
+		{"local dc not replicated", func(c *Config) {
+			c.Replication = Replication{DataCenters: map[string]int{"dc1": 1, "dc2": 1}}
+			c.LocalDC = "dc3"
+		}, `local data centre "dc3" is not one of the replication's data centres (dc1, dc2)`},
+		{"fallback without local dc", func(c *Config) { c.RemoteDCFallback = true }, "fallback needs a local data centre"},
+		{"fallback", func(c *Config) { c.LocalDC, c.RemoteDCFallback = "dc1", true }, ""},
+		{"credentials", func(c *Config) { c.Username, c.Password = "u", "p" }, ""},
+		{"user without password", func(c *Config) { c.Username = "u" }, "give both or neither"},
+		{"tls insecure", func(c *Config) { c.TLS.InsecureSkipVerify = true }, ""},
+		{"tls missing ca", func(c *Config) { c.TLS.CAFile = "/nonexistent/ca.pem" }, "tls ca file: open /nonexistent/ca.pem"},
+		{"tls ca not pem", func(c *Config) { c.TLS.CAFile = "cassandra_test.go" }, "no PEM certificate"},
+		{"tls cert without key", func(c *Config) { c.TLS.CertFile = "cert.pem" }, "cert file and key file: give both or neither"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package cassandra
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -47,9 +48,25 @@ type Config struct {
 	// It must be a lower-case CQL identifier: [a-z][a-z0-9_]{0,47}.
 	Keyspace string
 	// LocalDC is the data centre of this process. When set, requests go to
-	// replicas in it first (token-aware, then DC-aware round robin); when
-	// empty, to any replica of the row's token.
+	// replicas in it (token-aware, then round robin over its nodes) and to
+	// no other data centre unless RemoteDCFallback is set; when empty, to
+	// any replica of the row's token. With Replication.DataCenters naming
+	// several data centres it is required, and must be one of them.
 	LocalDC string
+	// RemoteDCFallback lets requests go to another data centre's nodes when
+	// no node of LocalDC can take them. LOCAL_* levels then count replicas
+	// of that remote coordinator's data centre, so a region silently reads
+	// another region's replicas (and writes there at a remote round trip per
+	// request). Off by default: a region whose data centre is down answers
+	// unavailable, and its rollup catches up when the data centre returns.
+	RemoteDCFallback bool
+	// Username and Password log in with Cassandra's PasswordAuthenticator
+	// (both or neither). The password never appears in an error, a log line
+	// or the Config's printed form.
+	Username string
+	Password string
+	// TLS encrypts client connections when any of its fields is set.
+	TLS TLS
 	// Replication is used only when Open creates the keyspace.
 	Replication Replication
 	// Consistency of reads and plain writes, and of the commit of
@@ -83,6 +100,70 @@ type Config struct {
 	// dialer, when set, opens the driver's connections (tests use it to
 	// lose a connection at a chosen moment).
 	dialer gocql.Dialer
+}
+
+// TLS configures client-to-node encryption. Files are PEM.
+type TLS struct {
+	// CAFile holds the certificates that sign the nodes' (the system's
+	// roots when empty).
+	CAFile string
+	// CertFile and KeyFile are the client's certificate and key, for nodes
+	// that require client authentication (both or neither).
+	CertFile, KeyFile string
+	// ServerName is the name the nodes' certificates must carry; empty
+	// means each node's address (an IP SAN).
+	ServerName string
+	// InsecureSkipVerify accepts any node certificate (encryption without
+	// authentication of the server). For tests only.
+	InsecureSkipVerify bool
+}
+
+// Enabled reports whether t asks for TLS.
+func (t TLS) Enabled() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify
+}
+
+// String prints c with its password redacted; LogValue does the same for
+// log/slog, and GoString for %#v.
+func (c Config) String() string { return fmt.Sprintf("%+v", c.redacted()) }
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue logs c with its password redacted.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("hosts", c.Hosts), slog.Int("port", c.Port), slog.String("keyspace", c.Keyspace),
+		slog.String("local_dc", c.LocalDC), slog.Bool("remote_dc_fallback", c.RemoteDCFallback),
+		slog.String("consistency", c.Consistency), slog.String("serial_consistency", c.SerialConsistency),
+		slog.String("username", c.Username), slog.Bool("password_set", c.Password != ""),
+		slog.Bool("tls", c.TLS.Enabled()))
+}
+
+// redactedConfig has Config's fields but prints no password.
+type redactedConfig struct {
+	Hosts                   []string
+	Port                    int
+	Keyspace, LocalDC       string
+	RemoteDCFallback        bool
+	Username, Password      string
+	TLS                     TLS
+	Replication             Replication
+	Consistency, Serial     string
+	Timeout, ConnectTimeout time.Duration
+	IndexBuckets            int
+}
+
+func (c Config) redacted() redactedConfig {
+	r := redactedConfig{
+		Hosts: c.Hosts, Port: c.Port, Keyspace: c.Keyspace, LocalDC: c.LocalDC, RemoteDCFallback: c.RemoteDCFallback,
+		Username: c.Username, TLS: c.TLS, Replication: c.Replication, Consistency: c.Consistency,
+		Serial: c.SerialConsistency, Timeout: c.Timeout, ConnectTimeout: c.ConnectTimeout, IndexBuckets: c.IndexBuckets,
+	}
+	if c.Password != "" {
+		r.Password = "[redacted]"
+	}
+	return r
 }
 
 // Replication is the replication of a keyspace that Open creates.
@@ -139,6 +220,24 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("local data centre %q is not a valid name", c.LocalDC))
 	}
 	errs = append(errs, c.Replication.validate()...)
+	if dcs := c.Replication.DataCenters; len(dcs) > 0 && c.LocalDC != "" {
+		if _, ok := dcs[c.LocalDC]; !ok {
+			errs = append(errs, fmt.Errorf("local data centre %q is not one of the replication's data centres (%s)", c.LocalDC, strings.Join(slices.Sorted(maps.Keys(dcs)), ", ")))
+		}
+	} else if len(dcs) > 1 {
+		errs = append(errs, fmt.Errorf("local data centre is empty, but replication names %d data centres: name the one of this process", len(dcs)))
+	}
+	if c.RemoteDCFallback && c.LocalDC == "" {
+		errs = append(errs, errors.New("remote data centre fallback needs a local data centre"))
+	}
+	if (c.Username == "") != (c.Password == "") {
+		errs = append(errs, errors.New("username and password: give both or neither"))
+	}
+	if c.TLS.Enabled() {
+		if _, err := c.TLS.config(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if _, err := c.consistency(); err != nil {
 		errs = append(errs, err)
 	}
