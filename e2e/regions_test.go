@@ -345,14 +345,19 @@ func jsClient(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
+// consumerInfo returns push consumer durable of stream's state.
+func consumerInfo(ctx context.Context, js jetstream.JetStream, stream, durable string) (*jetstream.ConsumerInfo, error) {
+	c, err := js.PushConsumer(ctx, stream, durable)
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(ctx)
+}
+
 // ackFloor returns the stream sequence up to which consumer durable of
 // stream has every message acknowledged.
 func ackFloor(ctx context.Context, js jetstream.JetStream, stream, durable string) (uint64, error) {
-	c, err := js.PushConsumer(ctx, stream, durable)
-	if err != nil {
-		return 0, err
-	}
-	info, err := c.Info(ctx)
+	info, err := consumerInfo(ctx, js, stream, durable)
 	if err != nil {
 		return 0, err
 	}
@@ -891,22 +896,34 @@ func runRegionCut(t *testing.T, r *rowRun) {
 	back := time.Now()
 	p.check(r, s.regionURLs(region)[0], fmt.Sprintf("through %s's agents during the cut", region))
 	// G16: the hub holds the region's backlog (every message the region
-	// took up to the link's return) once the hub has acknowledged it to
-	// the origin's source consumer. The ack floor moves with flow-control
-	// replies, so this is an upper bound on when the hub held it.
+	// took up to the link's return) at some time between the origin's
+	// source consumer delivering the last of it over the link and the
+	// hub acknowledging it all (the ack floor moves with flow-control
+	// replies, so it is an upper bound).
+	var linked, delivered time.Duration
 	for {
-		floor, err := ackFloor(ctx, reg, stream, natsjs.HubConsumer)
-		if err == nil && floor >= seq {
-			d := time.Since(back)
-			r.note("G16: the hub acknowledged %s's %d-message backlog %.1f s after the link returned (goal ≤ 5 s)", region, seq-floorAtCut, d.Seconds())
-			t.Logf("G16: the hub acknowledged %s's backlog (%d messages, up to sequence %d) %v after the link returned", region, seq-floorAtCut, seq, d.Round(10*time.Millisecond))
+		since := time.Since(back)
+		if linked == 0 {
+			if n, err := s.b.leafLinks(region); err == nil && n > 0 {
+				linked = since
+			}
+		}
+		info, err := consumerInfo(ctx, reg, stream, natsjs.HubConsumer)
+		if err == nil && delivered == 0 && info.Delivered.Stream >= seq {
+			delivered = since
+		}
+		if err == nil && info.AckFloor.Stream >= seq {
+			r.note("G16: %s's %d-message backlog delivered to the hub %.1f s and acknowledged by it %.1f s after the link returned (leaf link up after %.1f s; goal ≤ 5 s)",
+				region, seq-floorAtCut, delivered.Seconds(), since.Seconds(), linked.Seconds())
+			t.Logf("G16: %s's backlog (%d messages, up to sequence %d): leaf link up %v, delivered %v, acknowledged %v after the link returned",
+				region, seq-floorAtCut, seq, linked.Round(10*time.Millisecond), delivered.Round(10*time.Millisecond), since.Round(10*time.Millisecond))
 			break
 		}
-		if time.Since(back) > 2*time.Minute {
-			t.Errorf("the hub has not acknowledged %s's backlog (up to sequence %d; ack floor %d, %v) 2 min after the link returned", region, seq, floor, err)
+		if since > 2*time.Minute {
+			t.Errorf("the hub has not acknowledged %s's backlog (up to sequence %d; %+v, %v) 2 min after the link returned", region, seq, info, err)
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	r.hold(time.Until(back.Add(r.pick(10*time.Second, 5*time.Second))))
 }
