@@ -746,6 +746,25 @@ func (s *regionSystem) logs(n int) string {
 	var out strings.Builder
 	out.WriteString("--- streams\n" + s.b.state(strings.ToUpper(s.run)))
 	out.WriteString("--- " + s.rollupCounts() + "\n")
+	// EDGECOUNT_FAULTS_LOGS: a directory for every process's whole log.
+	if dir := os.Getenv("EDGECOUNT_FAULTS_LOGS"); dir != "" {
+		save := func(name string, p *proc) {
+			if p == nil {
+				return
+			}
+			f := filepath.Join(dir, s.run+"-"+name+".log")
+			if err := os.WriteFile(f, []byte(p.stderr.String()), 0o644); err != nil {
+				fmt.Fprintf(&out, "--- cannot save %s: %v\n", f, err)
+			}
+		}
+		for _, a := range s.agents {
+			save("agent-"+a.id, a.p)
+		}
+		for i, p := range s.rollups {
+			save(fmt.Sprintf("rollup-%d", i), p)
+		}
+		fmt.Fprintf(&out, "--- whole logs in %s/%s-*.log\n", dir, s.run)
+	}
 	for _, a := range s.agents {
 		if a.p != nil {
 			fmt.Fprintf(&out, "--- edge-agent %s (tail)\n%s\n", a.id, tail(a.p.stderr.String(), n))
