@@ -211,7 +211,7 @@ type NATS struct {
 	// MaxAge and MaxBytes bound the agent's stream: on a region's server
 	// they are the outage budget, how long the region may be cut off from
 	// the hub without losing a flush (defaults with a domain: 2h and
-	// 2 GiB; without: 7 days and unbounded).
+	// 4 GiB; without: 7 days and unbounded).
 	MaxAge   time.Duration `yaml:"max_age"`
 	MaxBytes int64         `yaml:"max_bytes"`
 	// DuplicateWindow is how long a stream remembers message ids (default
@@ -246,7 +246,7 @@ type HubSource struct {
 // budget. See docs/regions.md for the arithmetic.
 const (
 	DefaultOriginMaxAge   = 2 * time.Hour
-	DefaultOriginMaxBytes = 2 << 30
+	DefaultOriginMaxBytes = 4 << 30
 	DefaultHubReplicas    = 3
 )
 

@@ -4,8 +4,11 @@
 // retention), a publisher for the edge agents, an ordered per-partition
 // Consumer for the rollup, and a GroupConsumer that shares the partitions
 // among several rollup processes, and the row pushes that keep the agents'
-// read caches fresh (rows.go). It is the only package that imports
-// nats.go and nats-server.
+// read caches fresh (rows.go). In a system of regions each region's
+// agents publish to an origin stream on the region's own server, which
+// the rollups' hub stream sources (StreamConfig.Domain and Hub;
+// docs/regions.md). It is the only package that imports nats.go and
+// nats-server.
 //
 // Invariants:
 //   - A publish returns only once the broker stored the message (the
