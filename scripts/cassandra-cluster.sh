@@ -270,6 +270,14 @@ stop_node() {
 	kill "-$sig" "$pid" 2>/dev/null || true
 	killed=$(wait_exit "$pid" 60)
 	rm -f "$(pidfile "$n")"
+	# The main thread can be a zombie while the others still hold the
+	# sockets: wait until CQL no longer answers.
+	local deadline
+	deadline=$(after 30)
+	while answers "$n"; do
+		past "$deadline" && die "dc$n: pid $pid is gone but $(addr "$n"):$native_port still answers"
+		sleep 0.1
+	done
 	say "dc$n: stopped node pid $pid with SIG$sig$killed in $(elapsed "$t0")s"
 }
 
