@@ -57,6 +57,7 @@ func localSystem(t *testing.T) (eps endpoints, dir, run string, base int, system
 		"EDGECOUNT_CASSANDRA_HOSTS=" + cluster.hosts["dc1"] + "," + cluster.hosts["dc2"],
 		"EDGECOUNT_CASSANDRA_KEYSPACE=" + run,
 	}
+	system = append(system, cluster.credentials()...)
 	env := append(os.Environ(), system...)
 	env = append(env, "EDGECOUNT_LOCAL_DIR="+dir, "EDGECOUNT_LOCAL_BASE="+strconv.Itoa(base),
 		"EDGECOUNT_CASSANDRA_CLUSTER_BASE="+cluster.hosts["dc1"])

@@ -501,6 +501,18 @@ type cassCluster struct {
 	// env runs scripts/cassandra-cluster.sh on this cluster; nil for a
 	// cluster the test did not start (it must not stop that one).
 	env []string
+	// user and password log in when the cluster authenticates
+	// (EDGECOUNT_CASSANDRA_CLUSTER_AUTH=password, as scripts/test.sh
+	// starts it): the default superuser.
+	user, password string
+}
+
+// credentials returns the settings that log in to the cluster, if any.
+func (c *cassCluster) credentials() []string {
+	if c.user == "" {
+		return nil
+	}
+	return []string{"EDGECOUNT_CASSANDRA_USERNAME=" + c.user, "EDGECOUNT_CASSANDRA_PASSWORD=" + c.password}
 }
 
 // contactPoints is the cassandra.hosts of every process: both nodes.
@@ -518,6 +530,9 @@ func sharedCluster(t *testing.T) *cassCluster {
 		t.Fatalf("EDGECOUNT_CASSANDRA_CLUSTER=%s: want two nodes, dc1's and dc2's", v)
 	}
 	c := &cassCluster{t: t, hosts: map[string]string{}}
+	if os.Getenv("EDGECOUNT_CASSANDRA_CLUSTER_AUTH") == "password" {
+		c.user, c.password = "cassandra", "cassandra"
+	}
 	for i, n := range nodes {
 		n = strings.TrimSpace(n)
 		testenv.NeedService(t, "the two-DC Cassandra cluster", n, "./scripts/cassandra-cluster.sh up")
@@ -546,8 +561,10 @@ func privateCluster(t *testing.T, base string) *cassCluster {
 			t.Fatalf("something already answers on %s:9042; a private cluster needs free addresses", h)
 		}
 	}
+	// No authentication: with one data centre down, a login could need
+	// the other one's system_auth replica.
 	c.env = append(os.Environ(), "EDGECOUNT_CASSANDRA_CLUSTER_BASE="+base,
-		"EDGECOUNT_CASSANDRA_CLUSTER_DIR="+filepath.Join(t.TempDir(), "cluster"))
+		"EDGECOUNT_CASSANDRA_CLUSTER_DIR="+filepath.Join(t.TempDir(), "cluster"), "EDGECOUNT_CASSANDRA_CLUSTER_AUTH=")
 	t.Cleanup(func() {
 		if out, err := c.script("down"); err != nil {
 			t.Errorf("cassandra-cluster.sh down: %v\n%s", err, out)
@@ -638,6 +655,10 @@ func newRegionSystem(t *testing.T, o regionOptions) *regionSystem {
 	s := &regionSystem{t: t, cass: o.cluster, run: fmt.Sprintf("rg%d", rand.Uint32()), cfg: map[string]string{}}
 	s.agentBin, s.rollupBin = binaries(t)
 	s.b = startBrokers(t, topologyRegions)
+	login := ""
+	if s.cass.user != "" {
+		login = fmt.Sprintf("  username: %s\n  password: %s\n", s.cass.user, s.cass.password)
+	}
 	dir := t.TempDir()
 	write := func(name, natsSection, dc string) {
 		cfg := fmt.Sprintf(`region: %s
@@ -659,8 +680,8 @@ cassandra:
   data_centers: {dc1: 1, dc2: 1}
   consistency: LOCAL_QUORUM
   timeout: %s
-`, cmp.Or(name, "us-east"), strings.Join(topologyRegions, ", "), faultPartitions, natsSection,
-			strings.ToUpper(s.run), s.run, s.run, redisAddr, s.cass.contactPoints(), s.run, dc, cassTimeout)
+%s`, cmp.Or(name, "us-east"), strings.Join(topologyRegions, ", "), faultPartitions, natsSection,
+			strings.ToUpper(s.run), s.run, s.run, redisAddr, s.cass.contactPoints(), s.run, dc, cassTimeout, login)
 		file := filepath.Join(dir, cmp.Or(name, "rollup")+".yaml")
 		if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
