@@ -565,6 +565,11 @@ func privateCluster(t *testing.T, base string) *cassCluster {
 	// the other one's system_auth replica.
 	c.env = append(os.Environ(), "EDGECOUNT_CASSANDRA_CLUSTER_BASE="+base,
 		"EDGECOUNT_CASSANDRA_CLUSTER_DIR="+filepath.Join(t.TempDir(), "cluster"), "EDGECOUNT_CASSANDRA_CLUSTER_AUTH=")
+	if os.Getenv("EDGECOUNT_CASSANDRA_TIMEOUT") == "" {
+		// A node restarted on a loaded machine took over 240 s (load 55
+		// on 2 cores): give each start up to 10 min.
+		c.env = append(c.env, "EDGECOUNT_CASSANDRA_TIMEOUT=600")
+	}
 	t.Cleanup(func() {
 		if out, err := c.script("down"); err != nil {
 			t.Errorf("cassandra-cluster.sh down: %v\n%s", err, out)
