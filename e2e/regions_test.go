@@ -942,10 +942,14 @@ func runRegionCut(t *testing.T, r *rowRun) {
 	p.check(r, s.regionURLs(region)[0], fmt.Sprintf("through %s's agents during the cut", region))
 	// G16: the hub holds the region's backlog (every message the region
 	// took up to the link's return) at some time between the origin's
-	// source consumer delivering the last of it over the link and the
-	// hub acknowledging it all (the ack floor moves with flow-control
-	// replies, so it is an upper bound).
-	var linked, delivered time.Duration
+	// source consumer delivering the last of it over the link (a lower
+	// bound) and the hub acknowledging it all (an upper bound: the ack
+	// floor moves with flow-control replies). In between, the hub's own
+	// view: its source of the region has been active since the link
+	// returned and shows no lag (during a cut the lag keeps its last
+	// value, so a lag of 0 alone says nothing).
+	hub := jsClient(t, s.b.hubURL())
+	var linked, delivered, caughtUp, acked time.Duration
 	for {
 		since := time.Since(back)
 		if linked == 0 {
@@ -953,24 +957,57 @@ func runRegionCut(t *testing.T, r *rowRun) {
 				linked = since
 			}
 		}
+		if caughtUp == 0 {
+			if src, err := hubSource(ctx, hub, stream, region); err == nil && src.Active < since && src.Lag == 0 && delivered > 0 {
+				caughtUp = since
+			}
+		}
 		info, err := consumerInfo(ctx, reg, stream, natsjs.HubConsumer)
 		if err == nil && delivered == 0 && info.Delivered.Stream >= seq {
 			delivered = since
 		}
-		if err == nil && info.AckFloor.Stream >= seq {
-			r.note("G16: %s's %d-message backlog delivered to the hub %.1f s and acknowledged by it %.1f s after the link returned (leaf link up after %.1f s; goal ≤ 5 s)",
-				region, seq-floorAtCut, delivered.Seconds(), since.Seconds(), linked.Seconds())
-			t.Logf("G16: %s's backlog (%d messages, up to sequence %d): leaf link up %v, delivered %v, acknowledged %v after the link returned",
-				region, seq-floorAtCut, seq, linked.Round(10*time.Millisecond), delivered.Round(10*time.Millisecond), since.Round(10*time.Millisecond))
+		if err == nil && info.AckFloor.Stream >= seq && acked == 0 {
+			acked = since
+		}
+		// Done once acknowledged and the source seen caught up (or 10 s
+		// after the acknowledgement without that).
+		if acked > 0 && (caughtUp > 0 || since > acked+10*time.Second) {
+			since := acked
+			caught := "not seen"
+			if caughtUp > 0 {
+				caught = fmt.Sprintf("%.1f s", caughtUp.Seconds())
+			}
+			r.note("G16: %s's %d-message backlog delivered to the hub %.1f s, the hub's source caught up (lag 0) %s, acknowledged by the hub %.1f s after the link returned (leaf link up after %.1f s; goal ≤ 5 s)",
+				region, seq-floorAtCut, delivered.Seconds(), caught, since.Seconds(), linked.Seconds())
+			t.Logf("G16: %s's backlog (%d messages, up to sequence %d): leaf link up %v, delivered %v, source caught up %v, acknowledged %v after the link returned",
+				region, seq-floorAtCut, seq, linked.Round(10*time.Millisecond), delivered.Round(10*time.Millisecond), caughtUp.Round(10*time.Millisecond), since.Round(10*time.Millisecond))
 			break
 		}
-		if since > 2*time.Minute {
+		if acked == 0 && since > 2*time.Minute {
 			t.Errorf("the hub has not acknowledged %s's backlog (up to sequence %d; %+v, %v) 2 min after the link returned", region, seq, info, err)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	r.hold(time.Until(back.Add(r.pick(10*time.Second, 5*time.Second))))
+}
+
+// hubSource returns the hub stream's source of region's stream.
+func hubSource(ctx context.Context, js jetstream.JetStream, stream, region string) (*jetstream.StreamSourceInfo, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range info.Sources {
+		if src.External != nil && src.External.APIPrefix == "$JS."+region+".API" {
+			return src, nil
+		}
+	}
+	return nil, fmt.Errorf("hub stream %s has no source in domain %s", stream, region)
 }
 
 // hubLeader returns the index of the hub server leading stream.
