@@ -236,7 +236,7 @@ func startBrokers(t *testing.T, regions []string) *brokers {
 		b.hub = append(b.hub, s)
 	}
 	for _, mon := range b.hubMon {
-		waitFor(t, 60*time.Second, mon+"/healthz", func() error { return httpOK(mon + "/healthz") })
+		waitFor(t, 3*time.Minute, mon+"/healthz", func() error { return httpOK(mon + "/healthz") })
 	}
 	for _, r := range regions {
 		link := startLinkProxy(t, leafAddrs)
