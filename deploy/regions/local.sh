@@ -34,7 +34,9 @@
 # Redis and the Cassandra cluster come from the project's scripts
 # (scripts/redis.sh, scripts/cassandra-cluster.sh): one already running is
 # reused and left running by down. The brokers' configuration is rendered
-# from deploy/regions/nats/{hub,region}.conf.in.
+# from deploy/regions/nats/{hub,region}.conf.in; the agents run
+# deploy/regions/<region>.yaml, the rollups us-east.yaml (which carries
+# nats.hub) with EDGECOUNT_NATS_URL set to the hub's three servers.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
