@@ -50,6 +50,15 @@ var knownLossRows = map[string]string{
 	// consumption (issue 12, natsjs); remove once hub-kill passes every
 	// full run.
 	"hub-kill": "after a SIGKILL of the hub stream's leader the rollups once dropped 2 new messages as duplicates (59 views lost)",
+	// The one full run (2026-12-01, load 30-57): views exact (909,500),
+	// every read in a region whose DC was up answered, but reactions
+	// counted 53 against 52 when the drain's 150 s ran out, the totals
+	// still changing 16 s before: 14,037 of 16,780 reactions were
+	// unanswered (SERIAL across both DCs fails while one is down) and 64
+	// pairs were settled by their rows. The fix, or a longer drain after
+	// a DC restart, belongs to the store's reaction path (issue 12's
+	// Cassandra half); remove once the row passes.
+	"cassandra-dc-stop": "one reaction counted twice (53 for 52) after dc2 and then dc1 were down for 30 s each, still settling when the drain timed out",
 }
 
 // ciRows are the rows of the default (CI) subset.

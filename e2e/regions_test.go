@@ -877,7 +877,11 @@ func (p *prober) check(r *rowRun, base string, what string) {
 		}
 		p.t.Errorf("%s: %s", what, f)
 	}
-	r.note("%d probe writes acknowledged, %d probes failed (%s)", p.acked, len(p.failed), what)
+	if p.acked > 0 {
+		r.note("%d probe writes acknowledged, %d probes failed (%s)", p.acked, len(p.failed), what)
+	} else {
+		r.note("%d probes failed (%s)", len(p.failed), what)
+	}
 	r.afterDrain = append(r.afterDrain, func() {
 		c := counts{Counters: map[string]int64{}}
 		if err := getJSON(p.client, base+"/v1/counts/"+probeItem+"?region=global", &c); err != nil {
