@@ -30,6 +30,7 @@ import (
 //	unset or "ci"  the CI subset: ciRows, with shorter schedules (≤ 5 min)
 //	"all"          every row at full length (scripts/faults.sh)
 //	"a,b"          the rows named, at full length
+//	"ci:a,b"       the rows named, at the CI subset's schedule
 //	"none"         no row
 //
 // In the CI subset a row of knownLossRows that loses or doubles writes
@@ -40,10 +41,28 @@ import (
 // why and what fixes them (none since writer tokens settled the last
 // reaction cases). Add a row only with an issue that fixes it; remove it
 // once it passes under scripts/faults.sh.
-var knownLossRows = map[string]string{}
+var knownLossRows = map[string]string{
+	// One CI-length run of two (2026-12-01) lost 59 views: the hub stored
+	// each of the regions' 315 messages once, yet the rollups applied 313
+	// and dropped 3 as duplicates (their high-water marks), which fits a
+	// source's messages reaching them out of order across the hub
+	// stream's leader failover. The fix belongs to the hub's sourcing and
+	// consumption (issue 12, natsjs); remove once hub-kill passes every
+	// full run.
+	"hub-kill": "after a SIGKILL of the hub stream's leader the rollups once dropped 2 new messages as duplicates (59 views lost)",
+	// The one full run (2026-12-01, load 30-57): views exact (909,500),
+	// every read in a region whose DC was up answered, but reactions
+	// counted 53 against 52 when the drain's 150 s ran out, the totals
+	// still changing 16 s before: 14,037 of 16,780 reactions were
+	// unanswered (SERIAL across both DCs fails while one is down) and 64
+	// pairs were settled by their rows. The fix, or a longer drain after
+	// a DC restart, belongs to the store's reaction path (issue 12's
+	// Cassandra half); remove once the row passes.
+	"cassandra-dc-stop": "one reaction counted twice (53 for 52) after dc2 and then dc1 were down for 30 s each, still settling when the drain timed out",
+}
 
 // ciRows are the rows of the default (CI) subset.
-var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill"}
+var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill", "region-cut", "hub-kill"}
 
 // faultRow is one row of the suite.
 type faultRow struct {
@@ -60,6 +79,11 @@ var faultRows = []faultRow{
 	{"redis-stop", runRedisStop},
 	{"agent-pause", runAgentPause},
 	{"disk-full", runDiskFull},
+	// The regional topology (regions_test.go): a broker per region
+	// sourced into a hub of three, a Cassandra data centre per region.
+	{"region-cut", runRegionCut},
+	{"hub-kill", runHubKill},
+	{"cassandra-dc-stop", runDCStop},
 }
 
 // rowRun is the frame of one row: the row's function starts the system
@@ -67,15 +91,19 @@ var faultRows = []faultRow{
 // between steps), and returns; the frame then stops the load, drains and
 // judges.
 type rowRun struct {
-	t     *testing.T
-	short bool // the CI subset's schedule
-	sys   *faultSystem
-	ld    *load
-	fault string // what the table says was done (describe)
-	notes []string
-	kills int
+	t      *testing.T
+	short  bool // the CI subset's schedule
+	sys    *faultSystem
+	system rowSystem // sys, or the regional rows' *regionSystem
+	ld     *load
+	fault  string // what the table says was done (describe)
+	notes  []string
+	kills  int
 	// vacuous says why the row's fault did not reach what it tests.
 	vacuous string
+	// afterDrain are checks a row adds that run once the totals have
+	// drained (a failed one fails the row).
+	afterDrain []func()
 }
 
 // pick returns full, or short in the CI subset.
@@ -86,14 +114,46 @@ func (r *rowRun) pick(full, short time.Duration) time.Duration {
 	return full
 }
 
+// rowSystem is what the frame needs of a row's system.
+type rowSystem interface {
+	urls() []string        // the agents the load writes to
+	rollupBases() []string // the running rollups' base URLs
+	logs(n int) string     // every process's log tail
+}
+
+// rollupBases returns the running rollups' base URLs.
+func (s *faultSystem) rollupBases() []string {
+	var u []string
+	for _, p := range s.rollups {
+		if p != nil {
+			u = append(u, p.base)
+		}
+	}
+	return u
+}
+
 // start starts the row's system and its load.
 func (r *rowRun) start(o systemOptions) *faultSystem {
 	r.t.Helper()
 	r.sys = newFaultSystem(r.t, o)
-	r.ld = newLoad(defaultLoadConfig(), r.sys.urls())
+	r.startLoad(r.sys)
+	return r.sys
+}
+
+// startRegions starts the row's system on the regional topology and its
+// load, which writes through every region's agents.
+func (r *rowRun) startRegions(o regionOptions) *regionSystem {
+	r.t.Helper()
+	s := newRegionSystem(r.t, o)
+	r.startLoad(s)
+	return s
+}
+
+func (r *rowRun) startLoad(s rowSystem) {
+	r.system = s
+	r.ld = newLoad(defaultLoadConfig(), s.urls())
 	r.ld.start()
 	r.t.Cleanup(r.ld.stop) // before the processes stop
-	return r.sys
 }
 
 // hold lets the load run for d.
@@ -161,6 +221,10 @@ func selectRows(t *testing.T, env string) ([]faultRow, bool) {
 	case "none":
 		return nil, false
 	}
+	short := false
+	if named, ok := strings.CutPrefix(env, "ci:"); ok {
+		env, short = named, true
+	}
 	var rows []faultRow
 	for _, name := range strings.Split(env, ",") {
 		i := slices.IndexFunc(faultRows, func(r faultRow) bool { return r.name == strings.TrimSpace(name) })
@@ -173,7 +237,7 @@ func selectRows(t *testing.T, env string) ([]faultRow, bool) {
 		}
 		rows = append(rows, faultRows[i])
 	}
-	return rows, false
+	return rows, short
 }
 
 // runRow runs one row in its frame and records its result.
@@ -202,6 +266,14 @@ func runRow(t *testing.T, row faultRow, short bool) {
 	r.note("%.0f incr/s", r.ld.rate())
 	d := r.ld.drain(defaultDrainTimes())
 	res.d, res.judged = d, true
+	for _, check := range r.afterDrain {
+		check()
+	}
+	defer func() {
+		if t.Failed() && strings.HasPrefix(res.status, "PASS") {
+			res.status = "FAIL" // a row's own check failed
+		}
+	}()
 	g := r.ld.ledger()
 	st := g.stats
 	r.note("batches: %s of %s acked, %s unanswered, %s rejected, %s sent again after a refused connect, %s refused by every agent, %s skipped by the pacer",
@@ -215,10 +287,8 @@ func runRow(t *testing.T, row faultRow, short bool) {
 		r.note("drain: %s", d.how)
 	}
 	var repaired float64
-	for _, ru := range r.sys.rollups {
-		if ru != nil {
-			repaired += metric(t, ru.base, "edgecount_recount_drift_repaired_total")
-		}
+	for _, base := range r.system.rollupBases() {
+		repaired += metric(t, base, "edgecount_recount_drift_repaired_total")
 	}
 	if repaired > 0 {
 		r.note("the recount job repaired reaction drift %v in the running rollups", repaired)
@@ -252,7 +322,7 @@ func runRow(t *testing.T, row faultRow, short bool) {
 		}
 		res.status = "FAIL (known)"
 	}
-	t.Errorf("%s; want 0 and 0\n%s", msg, r.sys.logs(3000))
+	t.Errorf("%s; want 0 and 0\n%s", msg, r.system.logs(3000))
 }
 
 // formatTable renders the results as a markdown table.

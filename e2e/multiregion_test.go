@@ -25,33 +25,42 @@ import (
 type endpoints struct {
 	Regions map[string][]string `json:"regions"`
 	Rollups []string            `json:"rollups"`
-	NATS    string              `json:"nats"`
+	Hub     struct {
+		NATS        []string `json:"nats"`
+		NATSMonitor []string `json:"nats_monitor"`
+		CassandraDC string   `json:"cassandra_dc"`
+	} `json:"hub"`
+	Topology map[string]struct {
+		Agents      []string `json:"agents"`
+		NATS        string   `json:"nats"`
+		NATSMonitor string   `json:"nats_monitor"`
+		Domain      string   `json:"jetstream_domain"`
+		CassandraDC string   `json:"cassandra_dc"`
+		Cassandra   []string `json:"cassandra"`
+	} `json:"topology"`
+	Cassandra map[string][]string `json:"cassandra"`
 }
 
 // localSystem runs deploy/regions/local.sh up with a state directory, a
-// port base and a keyspace, stream and durable of this run's own, and
-// stops it when the test ends.
+// port base (so brokers of its own) and a keyspace of this run's own on
+// the two-DC cluster (sharedCluster), and stops it when the test ends.
 func localSystem(t *testing.T) (eps endpoints, dir, run string, base int, system []string) {
 	t.Helper()
-	natsAddr, redisAddr, cassAddr := faultServers(t, true)
-	host, _, err := net.SplitHostPort(cassAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	redisAddr := testenv.Addr("EDGECOUNT_REDIS", "127.0.0.1:6379")
+	testenv.NeedService(t, "Redis", redisAddr, "./scripts/redis.sh start")
+	cluster := sharedCluster(t)
 	run = fmt.Sprintf("mr%d", rand.Uint32())
 	dir = t.TempDir()
 	base = freeBase(t)
 	system = []string{
-		"EDGECOUNT_NATS_URL=nats://" + natsAddr,
 		"EDGECOUNT_REDIS_ADDR=" + redisAddr,
-		"EDGECOUNT_CASSANDRA_HOSTS=" + host,
+		"EDGECOUNT_CASSANDRA_HOSTS=" + cluster.hosts["dc1"] + "," + cluster.hosts["dc2"],
 		"EDGECOUNT_CASSANDRA_KEYSPACE=" + run,
-		"EDGECOUNT_NATS_STREAM=" + strings.ToUpper(run),
-		"EDGECOUNT_NATS_SUBJECT_PREFIX=" + run + ".sums",
-		"EDGECOUNT_NATS_DURABLE=" + run,
 	}
+	system = append(system, cluster.credentials()...)
 	env := append(os.Environ(), system...)
-	env = append(env, "EDGECOUNT_LOCAL_DIR="+dir, "EDGECOUNT_LOCAL_BASE="+strconv.Itoa(base))
+	env = append(env, "EDGECOUNT_LOCAL_DIR="+dir, "EDGECOUNT_LOCAL_BASE="+strconv.Itoa(base),
+		"EDGECOUNT_CASSANDRA_CLUSTER_BASE="+cluster.hosts["dc1"])
 	script := filepath.Join("..", "deploy", "regions", "local.sh")
 	localSh := func(verb string) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -93,19 +102,40 @@ func localSystem(t *testing.T) (eps endpoints, dir, run string, base int, system
 		if len(urls) != 2 {
 			t.Fatalf("region %s has %d agents; want 2", r, len(urls))
 		}
+		top := eps.Topology[r]
+		if top.NATS == "" || top.Domain != r || len(top.Cassandra) != 1 || top.Cassandra[0] != cluster.hosts[topologyDC[r]]+":9042" || top.CassandraDC != topologyDC[r] {
+			t.Fatalf("endpoints.json: region %s is %+v; want its broker (domain %s) and its data centre %s's node", r, top, r, topologyDC[r])
+		}
+		// The region's broker is linked to the hub.
+		var lz struct {
+			Leafnodes int `json:"leafnodes"`
+		}
+		if err := getJSON(&http.Client{Timeout: 5 * time.Second}, top.NATSMonitor+"/leafz", &lz); err != nil || lz.Leafnodes != 1 {
+			t.Fatalf("%s's broker has %d leaf links (%v); want 1", r, lz.Leafnodes, err)
+		}
+	}
+	if len(eps.Hub.NATS) != 3 || len(eps.Cassandra) != 2 || eps.Hub.CassandraDC != rollupDC {
+		t.Fatalf("endpoints.json: hub %+v, cassandra %v; want 3 hub servers, the rollups in %s, 2 data centres", eps.Hub, eps.Cassandra, rollupDC)
 	}
 	return eps, dir, run, base, system
 }
 
-// freeBase returns a port base whose ports (base..base+460) were free a
-// moment ago.
+// freeBase returns a port base whose ports (local.sh's layout:
+// base..base+390) were free a moment ago.
 func freeBase(t *testing.T) int {
 	t.Helper()
+	ports := []int{0, 1}
+	for h := 1; h <= 3; h++ {
+		ports = append(ports, 10+h, 20+h, 30+h, 40+h)
+	}
+	for i := 1; i <= 3; i++ {
+		ports = append(ports, 100*i+1, 100*i+2, 100*i+51, 100*i+52, 100*i+80, 100*i+90)
+	}
 	for range 50 {
 		base := 20000 + rand.IntN(400)*100
 		free := true
-		for _, p := range []int{base, base + 1, base + 101, base + 102, base + 151, base + 152,
-			base + 201, base + 202, base + 251, base + 252, base + 301, base + 302, base + 351, base + 352} {
+		for _, off := range ports {
+			p := base + off
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
 				free = false
@@ -167,8 +197,9 @@ func waitTrending(t *testing.T, base, query string, ok func(trendingList) bool) 
 }
 
 // TestThreeRegions drives the system deploy/regions/local.sh starts: three
-// regions of two agents and two rollups sharing the partitions, on real
-// NATS, Redis and Cassandra. Each regional row equals what its region took
+// regions of two agents, each region on its own JetStream server (a leaf
+// of the hub) and its own Cassandra data centre, and two rollups sharing
+// the partitions on the hub of three, in dc1. Each regional row equals what its region took
 // and the global row their sum; regional trending differs per region and
 // global trending merges them; killing one agent (after its flush) and one
 // rollup loses no acknowledged write, and the survivors keep serving.
@@ -329,6 +360,9 @@ func TestThreeRegions(t *testing.T) {
 	t.Setenv("EDGECOUNT_GOSSIP_SEEDS", "127.0.0.1:"+strconv.Itoa(base+151))
 	t.Setenv("EDGECOUNT_GOSSIP_KEY_FILE", filepath.Join(dir, "gossip.key"))
 	t.Setenv("EDGECOUNT_GOSSIP_PROFILE", "local")
+	// On us-east's broker, in its data centre.
+	t.Setenv("EDGECOUNT_NATS_URL", eps.Topology["us-east"].NATS)
+	t.Setenv("EDGECOUNT_CASSANDRA_LOCAL_DC", topologyDC["us-east"])
 	joiner := start(t, "us-east-3", filepath.Join(dir, "bin", "edge-agent"), "--config", filepath.Join("..", "deploy", "regions", "us-east.yaml"),
 		"--http", "127.0.0.1:0", "--agent-id", "us-east-3", "--data", t.TempDir())
 	waitTrending(t, joiner.base, "region=us-east&counter=view&window=5m&k=1", func(l trendingList) bool {

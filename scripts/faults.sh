@@ -10,15 +10,22 @@
 #                                 the CI subset that go test ./e2e/ runs by default
 #
 # Loopback only. The services are the project's scripts (scripts/nats.sh,
-# redis.sh, cassandra.sh): one already running is reused, one this run
-# starts is stopped at the end. Each row runs its agents and rollups as
-# processes of its own; the NATS and Redis rows stop and start a
-# nats-server and a redis-server of their own, the Cassandra row freezes
-# the shared node for 15 s (so do not run this beside other users of it),
-# and the disk-full row mounts a small tmpfs, which needs root.
+# redis.sh, cassandra.sh, cassandra-cluster.sh): one already running is
+# reused, one this run starts is stopped at the end. Each row runs its
+# agents and rollups as processes of its own; the NATS and Redis rows stop
+# and start a nats-server and a redis-server of their own, the Cassandra row
+# freezes the shared node for 15 s (so do not run this beside other users
+# of it), and the disk-full row mounts a small tmpfs, which needs root.
+# The regional rows (region-cut, hub-kill, cassandra-dc-stop) run the
+# topology of deploy/regions/ with brokers of their own: region-cut and
+# hub-kill on the two-DC cluster (EDGECOUNT_CASSANDRA_CLUSTER, default
+# 127.0.0.11:9042,127.0.0.12:9042, started here when nothing answers), with
+# keyspaces of their own; cassandra-dc-stop starts a cluster of its own on
+# 127.0.0.41 and .42 (about 2 GB more memory, 1-3 min to start) and stops
+# its data centres in turn.
 #
-# Bounded: every row is bounded, the whole run takes about 12 minutes and
-# is stopped after 25. The exit status is go test's: not zero when any row
+# Bounded: every row is bounded, the whole run takes about 20 minutes and
+# is stopped after 40. The exit status is go test's: not zero when any row
 # lost or doubled a write, the rows listed in knownLossRows included (the
 # table marks those "FAIL (known)"). The full log is kept in
 # .cache/faults/last.log.
@@ -45,7 +52,12 @@ cleanup() {
 	local s
 	resume_cassandra
 	for s in "${started[@]}"; do
-		"./scripts/$s.sh" stop || true
+		if [[ $s == cassandra-cluster ]]; then
+			first=${EDGECOUNT_CASSANDRA_CLUSTER%%,*}
+			EDGECOUNT_CASSANDRA_CLUSTER_BASE=${first%:*} ./scripts/cassandra-cluster.sh down || true
+		else
+			"./scripts/$s.sh" stop || true
+		fi
 	done
 }
 trap cleanup EXIT
@@ -71,6 +83,19 @@ fi
 bring_up nats
 bring_up redis
 bring_up cassandra
+# The regional rows' two-DC cluster, unless one answers already.
+export EDGECOUNT_CASSANDRA_CLUSTER=${EDGECOUNT_CASSANDRA_CLUSTER:-127.0.0.11:9042,127.0.0.12:9042}
+cluster_up=1
+for node in ${EDGECOUNT_CASSANDRA_CLUSTER//,/ }; do
+	(exec 3<>"/dev/tcp/${node%:*}/${node#*:}") 2>/dev/null || cluster_up=""
+done
+if [[ -n $cluster_up ]]; then
+	echo "== cassandra-cluster: $EDGECOUNT_CASSANDRA_CLUSTER already answers, reused"
+else
+	first=${EDGECOUNT_CASSANDRA_CLUSTER%%,*}
+	EDGECOUNT_CASSANDRA_CLUSTER_BASE=${first%:*} ./scripts/cassandra-cluster.sh up
+	started+=(cassandra-cluster)
+fi
 # The NATS rows run a nats-server of their own, built from go.mod's version.
 ./scripts/nats.sh install
 export EDGECOUNT_NATS=${EDGECOUNT_NATS:-127.0.0.1:4222}
@@ -85,8 +110,8 @@ export EDGECOUNT_FAULTS_TABLE=$PWD/$tablefile
 echo "== fault suite: EDGECOUNT_FAULTS=$EDGECOUNT_FAULTS (log: $log)"
 start=$SECONDS
 set +e
-timeout --signal=INT --kill-after=60s 25m \
-	go test -race -count=1 -timeout 24m -run '^TestFault$' -v ./e2e/ 2>&1 |
+timeout --signal=INT --kill-after=60s 40m \
+	go test -race -count=1 -timeout 39m -run '^TestFault$' -v ./e2e/ 2>&1 |
 	tee "$log" | grep --line-buffered -E '^ *--- (PASS|FAIL|SKIP)|^(FAIL|ok |PASS$)|row .* took'
 status=${PIPESTATUS[0]}
 set -e
