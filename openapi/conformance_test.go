@@ -583,6 +583,7 @@ func TestAgentConformsToTheDocument(t *testing.T) {
 		{name: "trending unknown parameter", method: "GET", target: "/v1/trending?limit=5", status: 400, req: reqInvalid, op: "GET /v1/trending"},
 		{name: "cluster without gossip", method: "GET", target: "/v1/cluster", status: 404, op: "GET /v1/cluster"},
 		{name: "healthz", method: "GET", target: "/healthz", status: 200, op: "GET /healthz"},
+		{name: "dashboard", method: "GET", target: "/", status: 200, op: "GET /"},
 		{name: "openapi", method: "GET", target: "/v1/openapi.json", status: 200, op: "GET /v1/openapi.json"},
 		{name: "readyz", method: "GET", target: "/readyz", status: 200, op: "GET /readyz"},
 		{name: "metrics", method: "GET", target: "/metrics", status: 200, op: "GET /metrics"},
