@@ -598,9 +598,14 @@ func TestStreamCreatedAgainStartsAboveOldSequences(t *testing.T) {
 	if err := js.DeleteStream(t.Context(), cfg.Name); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureStream(t.Context(), js, cfg); err != nil {
-		t.Fatal(err)
-	}
+	// The server removes a deleted stream's files after answering; a
+	// create racing that removal can fail ("could not create storage
+	// directory"), as a process's own retries would see once.
+	var err error
+	testenv.Eventually(t, 10*time.Second, "the stream created again", testenv.Until(func() bool {
+		err = EnsureStream(t.Context(), js, cfg)
+		return err == nil
+	}))
 	publish(t, pub, 0, msgID(0, 3), "x")
 	if got := pub.seen.Load(); got <= old {
 		t.Errorf("first message of the stream created again has sequence %d, want above the old stream's last %d", got, old)
