@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strings"
@@ -63,9 +66,36 @@ func answerOf(err error) (int, error) {
 	return 0, err
 }
 
+// errSent marks an error of a request that was written to a connection at
+// least once. net/http sends a request with an Idempotency-Key again on a
+// new connection when a reused one fails before the answer (it counts it
+// as replayable): when the agent died after taking the request, the new
+// connection is refused, yet the first copy may have been applied, so the
+// batch is not "refused" (never sent) but unanswered.
+var errSent = errors.New("the request was written before the error")
+
+// sentTracker wraps every error of a request that was written in errSent.
+type sentTracker struct{ base http.RoundTripper }
+
+func (s sentTracker) RoundTrip(req *http.Request) (*http.Response, error) {
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}}
+	resp, err := s.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err != nil && wrote.Load() {
+		err = fmt.Errorf("%w: %w", errSent, err)
+	}
+	return resp, err
+}
+
 // classify maps an answer (or the error of getting none) to an outcome.
 func classify(status int, err error) outcome {
 	switch {
+	case err != nil && errors.Is(err, errSent):
+		return unknown // written once: it may have been applied
 	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 		return refused
 	case err != nil:
@@ -392,7 +422,8 @@ func (a totals) equal(b totals) bool {
 // newClient is a client of the agent at base whose calls are one request
 // each (no retries), within timeout.
 func newClient(base string, timeout time.Duration) *client.Client {
-	c, err := client.New(base, client.WithHTTPClient(&http.Client{Timeout: timeout}), client.WithRetries(1, 0, 0))
+	hc := &http.Client{Timeout: timeout, Transport: sentTracker{http.DefaultTransport}}
+	c, err := client.New(base, client.WithHTTPClient(hc), client.WithRetries(1, 0, 0))
 	if err != nil {
 		panic(err) // base is an agent's http://host:port
 	}
@@ -726,5 +757,51 @@ func TestAnswerOf(t *testing.T) {
 		if got := classify(answerOf(tt.err)); got != tt.want {
 			t.Errorf("classify(answerOf(%v)) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestTakenThenRefusedIsUnknown: an agent that takes a request on a kept-
+// alive connection and dies before answering makes net/http send the keyed
+// request again on a new connection, which is refused; the batch was sent
+// (and may be applied), so it is unanswered, not refused.
+func TestTakenThenRefusedIsUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	served := make(chan struct{})
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		r := bufio.NewReader(conn)
+		// The first request is answered (the connection is kept alive),
+		// the second is read and left unanswered: the agent dies.
+		for i := range 2 {
+			req, err := http.ReadRequest(r)
+			if err != nil {
+				break
+			}
+			io.Copy(io.Discard, req.Body) //nolint:errcheck // a test server
+			if i == 0 {
+				io.WriteString(conn, "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"accepted\":1}") //nolint:errcheck // a test server
+				continue
+			}
+			l.Close() // the agent is gone: new connections are refused
+			conn.Close()
+		}
+		close(served)
+	}()
+	c := newClient("http://"+addr, 5*time.Second)
+	incs := []client.Increment{{ContentID: "a", Counter: "view", Delta: 1}}
+	if _, err := c.Increments(context.Background(), incs); err != nil {
+		t.Fatalf("first batch: %v", err)
+	}
+	_, err = c.Increments(context.Background(), incs)
+	<-served
+	if got := classify(answerOf(err)); got != unknown {
+		t.Fatalf("classify(%v) = %v, want unknown (the batch was sent)", err, got)
 	}
 }

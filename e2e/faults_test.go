@@ -277,15 +277,27 @@ func TestRedisDownNeverStopsWrites(t *testing.T) {
 // cassandraPID returns the pid of the Cassandra JVM.
 func cassandraPID(t *testing.T) int {
 	t.Helper()
-	out, err := exec.Command("pgrep", "-f", "org.apache.cassandra.service.CassandraDaemon").Output()
-	fields := strings.Fields(string(out))
-	if err != nil || len(fields) == 0 {
+	out, err := exec.Command("pgrep", "-af", "org.apache.cassandra.service.CassandraDaemon").Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) == 0 || lines[0] == "" {
 		testenv.Unavailable(t, fmt.Sprintf("no Cassandra JVM on this machine to pause (pgrep: %v); start one with ./scripts/cassandra.sh install && ./scripts/cassandra.sh start", err))
 	}
-	if len(fields) > 1 {
-		t.Fatalf("several Cassandra JVMs (%v); cannot tell which to pause", fields)
+	if len(lines) > 1 {
+		// scripts/cassandra.sh's node keeps its data in .cache/cassandra/run;
+		// the two-DC cluster's nodes (scripts/cassandra-cluster.sh, same
+		// jars) elsewhere.
+		var shared []string
+		for _, l := range lines {
+			if strings.Contains(l, "-Dcassandra.storagedir=") && strings.Contains(l, "/.cache/cassandra/run ") {
+				shared = append(shared, l)
+			}
+		}
+		if len(shared) != 1 {
+			t.Fatalf("several Cassandra JVMs and %d of them scripts/cassandra.sh's; cannot tell which to pause:\n%s", len(shared), out)
+		}
+		lines = shared
 	}
-	pid, err := strconv.Atoi(fields[0])
+	pid, err := strconv.Atoi(strings.Fields(lines[0])[0])
 	if err != nil {
 		t.Fatalf("pgrep printed %q: %v", out, err)
 	}
