@@ -187,13 +187,24 @@ func runAndKill(t *testing.T, dir string, session int, d time.Duration) []string
 	w.Close()
 	var lines []string
 	done := make(chan struct{})
+	first := make(chan struct{})
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
+			if len(lines) == 0 {
+				close(first)
+			}
 			lines = append(lines, sc.Text())
 		}
 	}()
+	// The random moment counts from the child's first report: a loaded
+	// machine may take longer than d to start it and open the log.
+	select {
+	case <-first:
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
 	time.Sleep(d)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
