@@ -91,38 +91,17 @@ func (w *worker) runClient(ctx context.Context, start, end time.Time) {
 		return
 	}
 	defer tr.CloseIdleConnections()
-	var interval time.Duration
-	next := start
-	if w.o.rate > 0 {
-		interval = time.Duration(float64(w.o.conns) / w.o.rate * float64(time.Second))
-		next = start.Add(interval * time.Duration(w.id) / time.Duration(w.o.conns))
-	}
+	pace := w.pacer(start)
 	ctx, cancel := context.WithDeadline(ctx, end.Add(2*time.Second))
 	defer cancel()
 	incs := make([]client.Increment, 0, 100)
 	ids := make([]string, 0, 16)
 	for ctx.Err() == nil {
-		now := time.Now()
-		if interval > 0 && next.After(now) {
-			if next.After(end) {
-				return
-			}
-			t := time.NewTimer(next.Sub(now))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			now = time.Now()
-		}
-		if !now.Before(end) {
+		now, ok := pace.wait(ctx, end)
+		if !ok {
 			return
 		}
-		at := now
-		if interval > 0 {
-			at, next = next, next.Add(interval)
-		}
+		at := pace.take(now)
 		g := w.gen
 		o := g.mix.next(g.rng)
 		switch o {

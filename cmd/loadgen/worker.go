@@ -87,12 +87,7 @@ func (w *worker) fail(msg string) {
 // run sends until end (or ctx ends). start anchors the rate schedule.
 func (w *worker) run(ctx context.Context, start, end time.Time) {
 	w.end = end
-	var interval time.Duration // between this worker's intended sends
-	next := start
-	if w.o.rate > 0 {
-		interval = time.Duration(float64(w.o.conns) / w.o.rate * float64(time.Second))
-		next = start.Add(interval * time.Duration(w.id) / time.Duration(w.o.conns)) // stagger the workers
-	}
+	pace := w.pacer(start)
 	var conn net.Conn
 	var br *bufio.Reader
 	defer func() {
@@ -102,21 +97,8 @@ func (w *worker) run(ctx context.Context, start, end time.Time) {
 	}()
 	d := net.Dialer{Timeout: time.Second}
 	for ctx.Err() == nil {
-		now := time.Now()
-		if interval > 0 && next.After(now) {
-			if next.After(end) {
-				return
-			}
-			t := time.NewTimer(next.Sub(now))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			now = time.Now()
-		}
-		if !now.Before(end) {
+		now, ok := pace.wait(ctx, end)
+		if !ok {
 			return
 		}
 		if conn == nil {
@@ -137,13 +119,9 @@ func (w *worker) run(ctx context.Context, start, end time.Time) {
 			var o op
 			w.buf, o = w.next(w.buf)
 			w.ops = append(w.ops, o)
-			at := now
-			if interval > 0 {
-				at = next
-				next = next.Add(interval)
-				if at.After(now) { // a later slot of a pipelined batch
-					at = now
-				}
+			at := pace.take(now)
+			if at.After(now) { // a later slot of a pipelined batch
+				at = now
 			}
 			w.sent = append(w.sent, at)
 		}
@@ -263,4 +241,51 @@ func atoi3(b []byte) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
+}
+
+// pacer holds a worker to its share of -rate: intended send times one
+// interval apart, the workers staggered; interval 0: flat out.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func (w *worker) pacer(start time.Time) pacer {
+	p := pacer{next: start}
+	if w.o.rate > 0 {
+		p.interval = time.Duration(float64(w.o.conns) / w.o.rate * float64(time.Second))
+		p.next = start.Add(p.interval * time.Duration(w.id) / time.Duration(w.o.conns)) // stagger the workers
+	}
+	return p
+}
+
+// wait sleeps until the next intended send and returns the time; false
+// when end comes first or ctx ends.
+func (p *pacer) wait(ctx context.Context, end time.Time) (time.Time, bool) {
+	now := time.Now()
+	if p.interval > 0 && p.next.After(now) {
+		if p.next.After(end) {
+			return now, false
+		}
+		t := time.NewTimer(p.next.Sub(now))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return now, false
+		case <-t.C:
+		}
+		now = time.Now()
+	}
+	return now, now.Before(end)
+}
+
+// take returns the intended time of a send made at now (now itself when
+// flat out) and moves the schedule on by one interval.
+func (p *pacer) take(now time.Time) time.Time {
+	if p.interval == 0 {
+		return now
+	}
+	at := p.next
+	p.next = p.next.Add(p.interval)
+	return at
 }
