@@ -15,7 +15,10 @@ import (
 
 // TestTogglesAcrossCassandraPause: 32 users cycle like → dislike → undo
 // while the Cassandra JVM is frozen for 8 s. Writes in flight when it
-// freezes lose their answers; each must be settled either way, so that
+// freezes lose their answers (503) or, when the serial read that settles
+// their open outcome reaches the resumed node, are answered late (this
+// depends on where the freeze falls in their timeouts, so the test accepts
+// either); each must be settled either way, so that
 // after the users retry their last failed reaction the totals equal a
 // recount of the rows. A plain DELETE for undo failed this (the store could
 // not tell its own delete from a competitor's), which is why Cassandra
@@ -42,15 +45,25 @@ func TestTogglesAcrossCassandraPause(t *testing.T) {
 		mu     sync.Mutex
 		failed = map[string]reaction{} // each user's last reaction, if it did not answer 200
 		codes  = map[int]int{}
+		hit    int // answers that failed or took longer than slowAnswer
 	)
+	// A reaction in flight when the JVM froze either fails or, when the
+	// serial read that settles its open outcome reaches the resumed node, is
+	// answered late: either shows that the freeze hit the write path.
+	const slowAnswer = 4 * time.Second
 	for _, u := range users {
 		wg.Go(func() {
 			acts := []string{"like", "dislike", "none"}
 			for i := 0; !stop.Load(); i++ {
 				r := reaction{u, "clip", acts[i%3]}
+				sent := time.Now()
 				status, err := answerOf(react(c, r))
+				took := time.Since(sent)
 				mu.Lock()
 				codes[status]++
+				if took > slowAnswer || err != nil || status != http.StatusOK {
+					hit++
+				}
 				if err != nil || status != http.StatusOK {
 					failed[u] = r
 				} else {
@@ -68,9 +81,12 @@ func TestTogglesAcrossCassandraPause(t *testing.T) {
 	stop.Store(true)
 	resume()
 	wg.Wait()
-	t.Logf("answers by status: %v; users whose last reaction failed: %d", codes, len(failed))
-	if codes[http.StatusServiceUnavailable] == 0 {
-		t.Fatalf("no reaction answered 503 while Cassandra was frozen: %v", codes)
+	t.Logf("answers by status: %v; failed or slower than %v: %d; users whose last reaction failed: %d", codes, slowAnswer, hit, len(failed))
+	if hit == 0 {
+		t.Fatalf("no reaction failed or was late while Cassandra was frozen: %v", codes)
+	}
+	if codes[http.StatusOK] == 0 {
+		t.Fatalf("no reaction succeeded: %v", codes)
 	}
 
 	deadline := time.Now().Add(60 * time.Second)
