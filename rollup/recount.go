@@ -688,18 +688,29 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 	current, err := rc.st.ReadStats(ctx, ids)
 	var (
 		writes []engagement.Stats
-		fixed  []int // indexes into cands
+		parts  []uint32 // the partition of each of writes
+		fixed  []int    // indexes into cands
 	)
 	if err == nil && behind == "" {
 		for k, c := range cands {
 			if !rc.owns(results[c.i].Partition) || !sameRows(c.rows, current[ids[k]]) {
 				continue
 			}
-			writes = append(writes, repairRows(ids[k], c.rows, results[c.i].Rows, now)...)
+			rows := repairRows(ids[k], c.rows, results[c.i].Rows, now)
+			writes = append(writes, rows...)
+			for range rows {
+				parts = append(parts, results[c.i].Partition)
+			}
 			fixed = append(fixed, k)
 		}
 		if len(writes) > 0 {
 			err = rc.st.WriteStats(ctx, writes)
+		}
+		if err == nil && len(writes) > 0 {
+			// Before applies resume: a push of the repaired rows must not
+			// follow (and undo in the agents' caches) a push of rows an
+			// apply writes after the repair.
+			rc.pushRows(parts, writes)
 		}
 	}
 	resume()
@@ -749,6 +760,24 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 		}
 	}
 	return nil
+}
+
+// pushRows tells the rollup's rows hook (the agents' read caches, through
+// rollupd's pusher) of repaired rows, partition by partition; parts[k] is
+// the partition of rows[k]. Without it a warm item would be served at its
+// drifted total until its cache entry expired.
+func (rc *Recounter) pushRows(parts []uint32, rows []engagement.Stats) {
+	hook := rc.ru.rowsHook
+	if hook == nil {
+		return
+	}
+	byPart := make(map[uint32][]engagement.Stats)
+	for k, row := range rows {
+		byPart[parts[k]] = append(byPart[parts[k]], row)
+	}
+	for p, rows := range byPart {
+		hook(p, rows)
+	}
 }
 
 // logUnrepaired logs, once per call, the items whose drift was left.

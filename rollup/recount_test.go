@@ -1003,3 +1003,60 @@ func TestRecountResumesAcrossChecksAndRestarts(t *testing.T) {
 		t.Fatalf("totals after the count = %v", got)
 	}
 }
+
+// TestRecountRepairPushesRows: a repair tells the rows hook (the agents'
+// read caches) of the rows it rewrote, with their partition, so that a warm
+// item is not served at its drifted total; a clean item pushes nothing.
+func TestRecountRepairPushesRows(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{NoSync: true})
+	rc := newTestRecounter(t, st, testRecountConfig(time.Millisecond))
+	var (
+		mu     sync.Mutex
+		pushed = map[string]engagement.Stats{} // content/scope → row
+		parts  = map[string]uint32{}
+	)
+	rc.ru.SetRowsHook(func(p uint32, rows []engagement.Stats) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rows {
+			pushed[r.ContentID+"/"+r.Scope] = r
+			parts[r.ContentID] = p
+		}
+	})
+	old := time.Now().Add(-time.Hour).UTC()
+	likes := []reaction{{"u1", "us", engagement.ActionLike}, {"u2", "us", engagement.ActionLike}}
+	for _, id := range []string{"drifted", "clean"} {
+		insertReactions(t, st, id, likes)
+	}
+	global := int64(2)
+	if err := st.WriteStats(t.Context(), []engagement.Stats{
+		{ContentID: "drifted", Scope: "global", Likes: 9, UpdatedAt: old, LastSeq: 3},
+		{ContentID: "drifted", Scope: "us", Likes: 2, UpdatedAt: old, LastSeq: 3},
+		{ContentID: "clean", Scope: "global", Likes: global, UpdatedAt: old, LastSeq: 3},
+		{ContentID: "clean", Scope: "us", Likes: 2, UpdatedAt: old, LastSeq: 3},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rc.Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var part uint32
+	for _, it := range rep.Items {
+		if it.ContentID == "drifted" {
+			if it.Status != ItemRepaired {
+				t.Fatalf("drifted: %+v; want repaired", it)
+			}
+			part = it.Partition
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got, ok := pushed["drifted/global"]
+	if !ok || got.Likes != global || parts["drifted"] != part {
+		t.Fatalf("pushed %v (partitions %v); want drifted/global with %d likes in partition %d", pushed, parts, global, part)
+	}
+	if len(pushed) != 1 {
+		t.Errorf("pushed %d rows (%v); want only the one repaired", len(pushed), pushed)
+	}
+}
