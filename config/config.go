@@ -110,6 +110,9 @@ type Agent struct {
 	// long while the rollups' row pushes arrive whole (docs/read-cache.md).
 	CacheTTL       time.Duration `yaml:"cache_ttl"`
 	CacheTTLPushed time.Duration `yaml:"cache_ttl_pushed"`
+	// FreshPeerTimeout bounds how long a ?consistency=fresh read waits for
+	// the region's gossip peers' deltas (docs/consistency.md).
+	FreshPeerTimeout time.Duration `yaml:"fresh_peer_timeout"`
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// NATSListen, in standalone mode, also exposes the embedded broker on
@@ -419,7 +422,7 @@ func Default() Config {
 		LogLevel:   "info",
 		Agent: Agent{
 			HTTP: "127.0.0.1:8080", Data: "./data",
-			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second, ShutdownTimeout: 30 * time.Second,
+			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second, FreshPeerTimeout: 50 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
 			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
 			Idempotency: Idempotency{Window: region.DefaultIdempotencyConfig().Window, MaxKeys: region.DefaultIdempotencyConfig().MaxKeys},
 		},
@@ -654,6 +657,11 @@ func (c Config) validate(role Role) error {
 			errs = append(errs, errors.New("cassandra.hosts: an agent on an external NATS needs Cassandra (its rollup writes there)"))
 		}
 		ac := c.AgentConfig()
+		if readErrs := c.readErrors(); len(readErrs) > 0 {
+			errs = append(errs, readErrs...)
+			d := region.DefaultConfig(c.Region, c.Agent.ID) // reported above, by field
+			ac.CacheTTL, ac.CachePushedTTL, ac.FreshPeerTimeout = d.CacheTTL, d.CachePushedTTL, d.FreshPeerTimeout
+		}
 		if logErrs := c.logErrors(); len(logErrs) > 0 {
 			errs = append(errs, logErrs...)
 			ac.Log = region.DefaultLogConfig() // reported above, by field
@@ -777,6 +785,21 @@ func (c Config) natsErrors(role Role) []error {
 // a segment.
 const minLogBytes = 8 << 20
 
+// readErrors checks the agent's read settings.
+func (c Config) readErrors() []error {
+	var errs []error
+	if c.Agent.CacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("agent.cache_ttl %v: want >= 0", c.Agent.CacheTTL))
+	}
+	if c.Agent.CacheTTLPushed < 0 {
+		errs = append(errs, fmt.Errorf("agent.cache_ttl_pushed %v: want >= 0", c.Agent.CacheTTLPushed))
+	}
+	if t := c.Agent.FreshPeerTimeout; t <= 0 || t > time.Minute {
+		errs = append(errs, fmt.Errorf("agent.fresh_peer_timeout %v: want 1ns..1m", t))
+	}
+	return errs
+}
+
 // logErrors checks the agent's log settings.
 func (c Config) logErrors() []error {
 	var errs []error
@@ -811,6 +834,7 @@ func (c Config) AgentConfig() region.Config {
 	ac.Partitions = c.Partitions
 	ac.FlushInterval = c.Agent.FlushInterval
 	ac.CacheTTL, ac.CachePushedTTL = c.Agent.CacheTTL, c.Agent.CacheTTLPushed
+	ac.FreshPeerTimeout = c.Agent.FreshPeerTimeout
 	ac.SourcedStream = c.NATS.Domain != ""
 	ac.Log = region.LogConfig{
 		Durability: wal.Durability(c.Agent.Durability), Dir: filepath.Join(c.Agent.Data, "log"),

@@ -88,6 +88,8 @@ func TestBadFixtures(t *testing.T) {
 			"agent.data: must not be empty with a durable log"}},
 		{"bad-idempotency.yaml", RoleAgent, []string{
 			"agent.idempotency.window 100ms: want 1s..720h", "agent.idempotency.max_keys 0: want 1..100000000"}},
+		{"bad-read.yaml", RoleAgent, []string{
+			"agent.cache_ttl -1s: want >= 0", "agent.cache_ttl_pushed -2s: want >= 0", "agent.fresh_peer_timeout 0s: want 1ns..1m"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -383,5 +385,18 @@ func TestCassandraDataCentres(t *testing.T) {
 		if strings.Contains(s, canary) {
 			t.Errorf("the password shows in the %s: %s", where, s)
 		}
+	}
+}
+
+// TestReadSettingsReachTheAgent: the read cache's TTLs and the fresh read's
+// wait for peers reach region.Config, with their defaults when unset.
+func TestReadSettingsReachTheAgent(t *testing.T) {
+	c := Default()
+	if got := c.AgentConfig(); got.FreshPeerTimeout != 50*time.Millisecond || got.CacheTTL != 100*time.Millisecond || got.CachePushedTTL != 5*time.Second {
+		t.Fatalf("defaults: fresh %v, ttl %v, pushed %v; want 50ms, 100ms, 5s", got.FreshPeerTimeout, got.CacheTTL, got.CachePushedTTL)
+	}
+	c.Agent.FreshPeerTimeout, c.Agent.CacheTTL, c.Agent.CacheTTLPushed = 200*time.Millisecond, time.Second, 2*time.Second
+	if got := c.AgentConfig(); got.FreshPeerTimeout != 200*time.Millisecond || got.CacheTTL != time.Second || got.CachePushedTTL != 2*time.Second {
+		t.Fatalf("set: fresh %v, ttl %v, pushed %v; want 200ms, 1s, 2s", got.FreshPeerTimeout, got.CacheTTL, got.CachePushedTTL)
 	}
 }
