@@ -416,7 +416,9 @@ func (a *Agent) Increment(ctx context.Context, incs []Increment) error {
 	}
 	bp := recBufs.Get().(*[]byte)
 	*bp = appendIncrements((*bp)[:0], a.cfg.Region, incs)
-	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), *bp, func(uint64) { a.addIncrements(incs) })
+	// context.Background rather than context.WithoutCancel(ctx): the log
+	// reads no value of the context, and WithoutCancel allocates.
+	_, err := a.log.intake.AppendApply(context.Background(), *bp, func(uint64) { a.addIncrements(incs) })
 	if cap(*bp) <= 64<<10 {
 		recBufs.Put(bp)
 	}

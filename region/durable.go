@@ -357,7 +357,7 @@ func (a *Agent) Recover(ctx context.Context) error {
 			return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
 		}
 		rec, keep := a.keyedResolution(pi, &rs, appendResolution(nil, &rs))
-		if _, err := d.intake.AppendApply(context.WithoutCancel(ctx), rec, func(i uint64) {
+		if _, err := d.intake.AppendApply(context.Background(), rec, func(i uint64) {
 			a.addDeltas(rs.content, rs.deltas)
 			keep(i)
 		}); err != nil {

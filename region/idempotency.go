@@ -423,7 +423,7 @@ func (a *Agent) IncrementOnce(ctx context.Context, k IdempotencyKey, incs []Incr
 		return len(incs), false, nil
 	}
 	payload := append(appendKeyed(make([]byte, 0, len(inner)+64+len(e.id)), &kc.rec), inner...)
-	_, err = a.log.intake.AppendApply(context.WithoutCancel(ctx), payload, func(i uint64) {
+	_, err = a.log.intake.AppendApply(context.Background(), payload, func(i uint64) {
 		a.addIncrements(incs)
 		a.settleClaim(&kc, ans, kc.rec.at, i)
 	})
@@ -489,7 +489,7 @@ func (a *Agent) keyUnchanged(ctx context.Context, kc *keyClaim, res ReactResult)
 		a.settleClaim(kc, rec.ans, rec.at, 0)
 		return nil
 	}
-	_, err := a.log.intake.AppendApply(context.WithoutCancel(ctx), appendKeyed(nil, &rec), func(i uint64) { a.settleClaim(kc, rec.ans, rec.at, i) })
+	_, err := a.log.intake.AppendApply(context.Background(), appendKeyed(nil, &rec), func(i uint64) { a.settleClaim(kc, rec.ans, rec.at, i) })
 	if err != nil {
 		return fmt.Errorf("cannot log reaction key: %w", a.mapLogErr(err))
 	}

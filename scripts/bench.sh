@@ -99,8 +99,8 @@ lg() { # loadgen on the generator core: port, then loadgen flags
 	taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns "$CONNS" "$@"
 }
 json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
-rb() { # redis-benchmark requests/s for: test, pipeline, requests
-	taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t "$1" -P "$2" -n "$3" -q 2>/dev/null | tr '\r' '\n' |
+rb() { # redis-benchmark requests/s for: test, pipeline, requests[, then more redis-benchmark flags]
+	taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t "$1" -P "$2" -n "$3" "${@:4}" -q 2>/dev/null | tr '\r' '\n' |
 		awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}'
 }
 metric() { # sum of a Prometheus counter on the agent
@@ -109,6 +109,12 @@ metric() { # sum of a Prometheus counter on the agent
 ns() { awk -v n="$2" '$1 ~ n {print $3; exit}' <<<"$1"; }
 kv() { echo "$1=$2" >>"$kvfile"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+# CPU time of a process (utime + stime, clock ticks), and µs of it per unit:
+# on one core a server answers at most 1 s ÷ its CPU per request a second,
+# whatever else runs, so these bound the G ratios less noisily than rates.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+cpu_us() { awk -v a="$1" -v b="$2" -v n="$3" -v t="$TCK" 'BEGIN { if (n > 0) printf "%.2f", (b - a) * 1e6 / t / n; else print "nan" }'; }
 
 for run in $(seq "$RUNS"); do
 	kvfile=$work/runs/$run.kv
@@ -120,8 +126,16 @@ for run in $(seq "$RUNS"); do
 	rpid=$!
 	pids+=("$rpid")
 	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	t0=$(cpu_ticks "$rpid")
 	kv redis_incr1 "$(rb incr 1 "$REDIS_N")"
+	t1=$(cpu_ticks "$rpid")
+	kv redis_incr1_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
 	kv redis_incr64 "$(rb incr 64 $((REDIS_N * 12)))"
+	kv redis_incr64_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 12)))"
+	# Without -r redis-benchmark's INCR adds to one key; loadgen spreads its
+	# increments over 10^4 ids. The same keyspace, for context (G1 keeps the
+	# figure above, DESIGN.md's peer).
+	kv redis_incr64_r10k "$(rb incr 64 $((REDIS_N * 12)) -r 10000)"
 	kv redis_get1 "$(rb get 1 "$REDIS_N")"
 	kv redis_get16 "$(rb get 16 $((REDIS_N * 10)))"
 	stop_pid "$rpid"
@@ -144,8 +158,10 @@ for run in $(seq "$RUNS"); do
 	pids+=("$fpid")
 	wait_http "$FLOOR_PORT" /
 	for mode in get1 get16; do
+		t0=$(cpu_ticks "$fpid")
 		r=$(lg "$FLOOR_PORT" -mode "$mode")
 		kv "fasthttp_${mode}_rps" "$(json "$r" requests_per_s)"
+		kv "fasthttp_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
 	done
 	stop_pid "$fpid"
 
@@ -157,7 +173,9 @@ for run in $(seq "$RUNS"); do
 	pids+=("$apid")
 	wait_http "$AGENT_PORT" /readyz
 	for mode in incr100 incr1; do
+		t0=$(cpu_ticks "$apid")
 		r=$(lg "$AGENT_PORT" -mode "$mode")
+		kv "ec_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
 		echo "$r" >>"$work/runs/$run.json"
 		kv "ec_${mode}_ups" "$(json "$r" units_per_s)"
 		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
@@ -165,7 +183,9 @@ for run in $(seq "$RUNS"); do
 		kv "ec_${mode}_errors" "$(json "$r" errors)"
 	done
 	if [ "$HAS_BODY" = 1 ]; then # binary batches: G1's protobuf goal, G6 in protobuf
+		t0=$(cpu_ticks "$apid")
 		r=$(lg "$AGENT_PORT" -mode incr100 -body protobuf)
+		kv ec_incr100pb_cpu_us "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
 		echo "$r" >>"$work/runs/$run.json"
 		kv ec_incr100pb_ups "$(json "$r" units_per_s)"
 		kv ec_incr100pb_errors "$(json "$r" errors)"
@@ -250,6 +270,12 @@ for run in $(seq "$RUNS"); do
 	kv g5_fasthttp_bound "$(ratio "$fasthttp_get1_rps" "$redis_get1")"
 	kv g2_fasthttp_bound "$(ratio "$fasthttp_get1_rps" "$redis_incr1")"
 	kv g5_of_fasthttp "$(ratio "$ec_get1_rps" "$fasthttp_get1_rps")"
+	# The G1/G2 ratios the CPU per request allows (a server saturating its
+	# core): Redis's CPU per increment ÷ the agent's, same run.
+	kv g2_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$ec_incr1_cpu_us")"
+	kv g1_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_incr100_cpu_us" 'BEGIN{print c / 100}')")"
+	[ "$HAS_BODY" = 1 ] && kv g1_protobuf_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_incr100pb_cpu_us" 'BEGIN{print c / 100}')")"
+	kv g2_fasthttp_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$fasthttp_get1_cpu_us")"
 	kv g6_of_fasthttp "$(ratio "$ec_get16_rps" "$fasthttp_get16_rps")"
 	kv g3 "$(ratio "$g3_atomic_ns" "$(awk -v s="$g3_sharded2_ns" 'BEGIN{print 2*s}')")"
 	kv g4 "$(ratio "$g4_private_ns" "$g4_counters_ns")"
@@ -377,6 +403,28 @@ $(stat g5_fasthttp_bound)× Redis \`GET\` and $(stat g2_fasthttp_bound)× Redis 
 G2's 1.2. The agent's single reads reach $(stat g5_of_fasthttp) of that trivial handler, its
 16-id reads $(stat g6_of_fasthttp) of it (requests/s). Where the rest goes: docs/server-path.md
 (perf profiles of the agent under each load).
+
+## G1 and G2: CPU time per request
+
+Each server's CPU time (user + system, from /proc) over the load ÷ the
+requests it answered, same run. Pinned to one core, a server cannot answer
+more than 1 s ÷ this per second, so Redis's figure ÷ the agent's is the
+highest G ratio the agent's code allows with each server saturating its
+core, and it is much less sensitive to other load than requests/s (at a low
+rate, on a busy machine, the standalone agent's per-second work, the flush
+and the rollup, weighs more on each request). What the agent's time is spent
+on, and the budget each goal leaves: \`./scripts/profile-writes.sh\` (perf, by
+part of a write) and docs/write-path.md.
+
+| load | edgecount (standalone, fsync) µs | peer µs | peer ÷ edgecount | goal |
+|---|---|---|---|---|
+| one increment a request | $(stat ec_incr1_cpu_us %.1f) | Redis \`INCR\` $(stat redis_incr1_cpu_us %.1f); fasthttp trivial handler $(stat fasthttp_get1_cpu_us %.1f) | $(stat g2_cpu_bound); trivial handler $(stat g2_fasthttp_cpu_bound) | G2 ≥ 1.2 |
+| 100 increments (JSON), per increment | $(stat ec_incr100_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_cpu_bound) | G1 ≥ 1.0 |
+| 100 increments (protobuf), per increment | $(stat ec_incr100pb_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_protobuf_cpu_bound) | G1 ≥ 2.0 |
+
+Redis \`INCR\` in redis-benchmark adds to one key; loadgen's increments
+spread over 10^4 ids. Redis \`INCR -P 64\` over 10^4 keys (\`-r 10000\`),
+same run: $(rate redis_incr64_r10k)/s.
 
 ## G10: what one agent's flush leaves to coalesce
 

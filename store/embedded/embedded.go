@@ -100,6 +100,12 @@ type Store struct {
 type Counters struct {
 	// Deletes counts applied undos (DeleteReaction that removed a row).
 	Deletes atomic.Int64
+	// Writes counts write calls (each a WriteStats, WriteStatsMark,
+	// PutTrending, reaction change...); Commits the bbolt write
+	// transactions (each one fsync, two in bbolt's commit) that carried
+	// them. Writes ÷ Commits is how many writes the group commit shares a
+	// transaction among.
+	Writes, Commits atomic.Int64
 }
 
 // Counters returns the live counters of s.
@@ -141,7 +147,9 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("cannot open store %s: %w", cfg.Path, err)
 	}
-	return &Store{db: db, gc: committer{db: db}}, nil
+	st := &Store{db: db}
+	st.gc = committer{db: db, commits: &st.counters.Commits}
+	return st, nil
 }
 
 // initBuckets creates the buckets if missing and checks the layout version.
@@ -189,10 +197,12 @@ func (s *Store) Ping(ctx context.Context) error {
 // writers. fn may run more than once and must set its results afresh on every
 // run.
 func (s *Store) write(fn func(*bolt.Tx) error) error {
+	s.counters.Writes.Add(1)
 	switch s.commit {
 	case commitSolo:
+		s.counters.Commits.Add(1)
 		return s.db.Update(fn)
-	case commitBatch:
+	case commitBatch: // benchmarks only; bbolt's batches are not counted in Commits
 		return s.db.Batch(fn)
 	}
 	return s.gc.write(fn)

@@ -3,7 +3,9 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -19,9 +21,13 @@ const maxGroup = 1000
 // MaxBatchDelay unless MaxBatchSize writers are queued; see the benchmarks.)
 //
 // No goroutine is started. The writer that commits a group is its leader;
-// when done it hands the lead to the first writer still queued.
+// when done it hands the lead to the first writer still queued. Before it
+// takes the queue, a leader yields to the scheduler while the queue grows
+// (gather), so that writers already runnable join its transaction instead
+// of each committing one of their own; see docs/embedded.md.
 type committer struct {
-	db *bolt.DB
+	db      *bolt.DB
+	commits *atomic.Int64 // transactions committed; nil: not counted
 
 	mu    sync.Mutex
 	queue []*commitCall
@@ -63,13 +69,48 @@ func (c *committer) write(fn func(*bolt.Tx) error) error {
 		err = <-call.done
 	}
 	if err == errSolo {
+		if c.commits != nil {
+			c.commits.Add(1)
+		}
 		err = c.db.Update(fn)
 	}
 	return err
 }
 
+// maxGatherYields bounds the yields of gather.
+const maxGatherYields = 8
+
+// gather lets the writers that are ready to run queue before the leader
+// takes the queue: it yields while the queue grows, at most maxGatherYields
+// times. A yield costs well under a microsecond when nothing else is
+// runnable, so a lone writer still commits at once. With one P (a process
+// pinned to one core) the rollup's partition consumers, woken together by
+// one flush of the agents, would otherwise commit one transaction each:
+// every transaction rewrites the B+tree pages its rows touch, and rows of
+// one flush spread over most leaf pages, so n transactions write nearly n
+// times the pages one would.
+func (c *committer) gather() {
+	c.mu.Lock()
+	n := len(c.queue)
+	c.mu.Unlock()
+	for range maxGatherYields {
+		if n >= maxGroup {
+			return
+		}
+		runtime.Gosched()
+		c.mu.Lock()
+		m := len(c.queue)
+		c.mu.Unlock()
+		if m == n {
+			return
+		}
+		n = m
+	}
+}
+
 // lead commits the queued calls (up to maxGroup) and hands the lead on.
 func (c *committer) lead() {
+	c.gather()
 	c.mu.Lock()
 	n := min(len(c.queue), maxGroup)
 	group := c.queue[:n:n]
@@ -100,6 +141,9 @@ func (c *committer) handOff() {
 func (c *committer) commit(group []*commitCall) {
 	for len(group) > 0 {
 		failed := -1
+		if c.commits != nil {
+			c.commits.Add(1)
+		}
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			for i, call := range group {
 				if err := safeCall(call.fn, tx); err != nil {

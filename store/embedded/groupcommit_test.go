@@ -3,12 +3,14 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -116,5 +118,47 @@ func TestCommitterGroups(t *testing.T) {
 	c.mu.Unlock()
 	if busy || queued != 0 {
 		t.Fatalf("committer busy=%v with %d queued after all writes; want idle and empty", busy, queued)
+	}
+}
+
+// TestCommitterGathers starts 16 writers at once on one P, as the rollup's
+// partition consumers are woken by one flush of a process pinned to one
+// core, and checks that they share one transaction: the leader yields
+// while the queue grows instead of committing alone and leaving the rest
+// to the next commit.
+func TestCommitterGathers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s := openTemp(t)
+	rows := func(i int) []engagement.Stats {
+		return []engagement.Stats{{ContentID: fmt.Sprintf("item-%d", i), Scope: engagement.GlobalScope, Likes: int64(i), LastSeq: 1}}
+	}
+	const writers = 16
+	commits0, writes0 := s.counters.Commits.Load(), s.counters.Writes.Load()
+	start := make(chan struct{})
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.WriteStats(t.Context(), rows(i))
+		})
+	}
+	runtime.Gosched() // let every writer block on start
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	if w := s.counters.Writes.Load() - writes0; w != writers {
+		t.Fatalf("Writes counted %d, want %d", w, writers)
+	}
+	if c := s.counters.Commits.Load() - commits0; c != 1 {
+		t.Fatalf("%d writers released together on one P committed %d transactions, want 1", writers, c)
+	}
+	got, err := s.ReadStats(t.Context(), []string{"item-0", "item-15"})
+	if err != nil || len(got) != 2 || got["item-15"][0].Likes != 15 {
+		t.Fatalf("rows after the shared commit: %v, %v", got, err)
 	}
 }
