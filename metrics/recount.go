@@ -45,3 +45,13 @@ func RegisterStoreDeletes(reg prometheus.Registerer, deletes *atomic.Int64) erro
 		{"edgecount_store_deletes_total", "Reactions undone (applied deletes; tombstones in Cassandra).", false, i64(deletes)},
 	}, nil)
 }
+
+// RegisterEmbeddedCommits exports the embedded store's write calls and the
+// bbolt transactions that carried them: their ratio is how many writes the
+// group commit shares a transaction (and an fsync) between.
+func RegisterEmbeddedCommits(reg prometheus.Registerer, writes, commits *atomic.Int64) error {
+	return register(reg, []metricFunc{
+		{"edgecount_store_writes_total", "Embedded store write calls (rows, marks, trending lists, reaction changes).", false, i64(writes)},
+		{"edgecount_store_commits_total", "Embedded store write transactions; writes_total ÷ commits_total is how many writes share one.", false, i64(commits)},
+	}, nil)
+}

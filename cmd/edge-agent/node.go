@@ -112,7 +112,8 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 			return nil, err
 		}
 		n.store = es
-		regs = append(regs, metrics.RegisterStoreDeletes(reg, &es.Counters().Deletes))
+		regs = append(regs, metrics.RegisterStoreDeletes(reg, &es.Counters().Deletes),
+			metrics.RegisterEmbeddedCommits(reg, &es.Counters().Writes, &es.Counters().Commits))
 		scfg := natsjs.DefaultServerConfig(filepath.Join(cfg.Agent.Data, "nats"))
 		scfg.Port = 0
 		if cfg.Agent.NATSListen != "" {
