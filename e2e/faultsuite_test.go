@@ -42,14 +42,6 @@ import (
 // reaction cases). Add a row only with an issue that fixes it; remove it
 // once it passes under scripts/faults.sh.
 var knownLossRows = map[string]string{
-	// One CI-length run of two (2026-12-01) lost 59 views: the hub stored
-	// each of the regions' 315 messages once, yet the rollups applied 313
-	// and dropped 3 as duplicates (their high-water marks), which fits a
-	// source's messages reaching them out of order across the hub
-	// stream's leader failover. The fix belongs to the hub's sourcing and
-	// consumption (issue 12, natsjs); remove once hub-kill passes every
-	// full run.
-	"hub-kill": "after a SIGKILL of the hub stream's leader the rollups once dropped 2 new messages as duplicates (59 views lost)",
 	// The one full run (2026-12-01, load 30-57): views exact (909,500),
 	// every read in a region whose DC was up answered, but reactions
 	// counted 53 against 52 when the drain's 150 s ran out, the totals

@@ -1049,6 +1049,13 @@ func runHubKill(t *testing.T, r *rowRun) {
 	s.b.hub[i].start()
 	r.note("killed %s (the stream leader); healthy %.1f s after its restart", s.b.hub[i].name, time.Since(began).Seconds())
 	r.hold(r.pick(10*time.Second, 5*time.Second))
+	// Deliveries lost in transit with the killed server show as batches
+	// held back until they came again (docs/delivery.md, "Gaps").
+	var held float64
+	for _, base := range s.rollupBases() {
+		held += metric(t, base, "edgecount_rollup_batches_held_back_total")
+	}
+	r.note("the running rollups held %v batches back; %s", held, s.rollupCounts())
 }
 
 func runDCStop(t *testing.T, r *rowRun) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -164,4 +166,65 @@ func TestBatchConfigValidate(t *testing.T) {
 		cfg.Batch, cfg.BatchWait = tt.batch, tt.wait
 		checkErr(t, cfg.Validate(), tt.wantErr)
 	}
+}
+
+// TestBatchGapHoldsBack: a delivery of the partition's consumer that never
+// reaches the running consumer — here a pull of someone else's that takes
+// m1 and drops it, as a broker that dies with a delivery in flight does —
+// leaves a gap in the consumer sequence. The consumer sees it at m2 and
+// holds m2 back until m1 comes again (after AckWait), then applies both in
+// stream order. Applying m2 first would move the rollup's marks past m1 and
+// drop m1 as a copy.
+func TestBatchGapHoldsBack(t *testing.T) {
+	_, js, cfg := setup(t, 1)
+	pub := NewPublisher(js, cfg)
+	publish(t, pub, 0, msgID(0, 0), "m0")
+	ccfg := testConsumerConfig(t, cfg)
+	ccfg.Batch = 8
+	ccfg.AckWait = time.Second
+	c := NewConsumer(js, ccfg)
+	rec := &batchRecorder{}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	startFunc(t, func(ctx context.Context) error {
+		return c.RunBatch(ctx, []uint32{0}, func(ctx context.Context, msgs []BatchMsg) error {
+			once.Do(func() {
+				entered <- struct{}{}
+				<-release
+			})
+			return rec.handle(ctx, msgs)
+		})
+	})
+	<-entered // the consumer is in its handler with m0: it pulls nothing now
+
+	// Someone else's pull on the same durable consumer takes m1, which
+	// never reaches the consumer.
+	cons, err := js.Consumer(t.Context(), cfg.Name, c.Name(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, pub, 0, msgID(0, 1), "m1")
+	if m := <-stray.Messages(); m == nil || string(m.Data()) != "m1" {
+		t.Fatalf("the stray pull got %v, want m1", m)
+	}
+	close(release)
+	testenv.Eventually(t, 10*time.Second, "m0 applied", testenv.Until(func() bool {
+		recs, _ := rec.all()
+		return len(recs) == 1
+	}))
+	publish(t, pub, 0, msgID(0, 2), "m2")
+	testenv.Eventually(t, 30*time.Second, "every message applied", testenv.Until(func() bool {
+		recs, _ := rec.all()
+		return len(recs) >= 3
+	}))
+	recs, _ := rec.all()
+	checkInOrder(t, recs, []string{"m0", "m1", "m2"})
+	if st := c.Stats(); st.Gaps != 1 || st.HeldBack != 1 {
+		t.Errorf("Gaps %d, HeldBack %d; want 1 and 1", st.Gaps, st.HeldBack)
+	}
+	testenv.Eventually(t, 10*time.Second, "nothing pending", testenv.Until(func() bool { return pending(t, c, []uint32{0}) == 0 }))
 }

@@ -204,6 +204,11 @@ type ConsumerStats struct {
 	// back until the messages its predecessor had not acknowledged came
 	// again (Batch above 1).
 	HeldBack uint64
+	// Gaps counts jumps of a partition's consumer sequence: deliveries
+	// this consumer never received (lost in transit when a broker died or
+	// the consumer's leader moved, or taken by another member). The batch
+	// after a gap is held back until they come again (Batch above 1).
+	Gaps uint64
 	// ConsumersRecreated counts durable consumers created again after the
 	// broker lost them (a restart without its store, or a deletion).
 	ConsumersRecreated uint64
@@ -223,7 +228,7 @@ type Consumer struct {
 	pinned *pinnedPolicy
 
 	applied, retries, terminated, redelivered, ackErrors, fetchErrors atomic.Uint64
-	batches, heldBack                                                 atomic.Uint64
+	batches, heldBack, gaps                                           atomic.Uint64
 	consumersRecreated, streamsRecreated                              atomic.Uint64
 	// seen is the highest stream sequence delivered: a stream created
 	// again starts above it.
@@ -260,6 +265,7 @@ func (c *Consumer) Stats() ConsumerStats {
 		FetchErrors: c.fetchErrors.Load(),
 		Batches:     c.batches.Load(),
 		HeldBack:    c.heldBack.Load(),
+		Gaps:        c.gaps.Load(),
 
 		ConsumersRecreated: c.consumersRecreated.Load(),
 		StreamsRecreated:   c.streamsRecreated.Load(),
@@ -522,10 +528,9 @@ func (c *Consumer) next(ctx context.Context, cons jetstream.Consumer) (jetstream
 	return cons.Next(jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
 }
 
-// sequence returns msg's stream sequence and counts a redelivery. A
-// message without metadata can never be applied: it is terminated and ok
-// is false.
-func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok bool) {
+// sequence returns msg's metadata and counts a redelivery. A message
+// without metadata can never be applied: it is terminated and ok is false.
+func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (meta *jetstream.MsgMetadata, ok bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		c.terminated.Add(1)
@@ -533,13 +538,13 @@ func (c *Consumer) sequence(log *slog.Logger, msg jetstream.Msg) (seq uint64, ok
 		if err := msg.TermWithReason("bad metadata"); err != nil {
 			log.Warn("cannot terminate message", "err", err)
 		}
-		return 0, false
+		return nil, false
 	}
 	if meta.NumDelivered > 1 {
 		c.redelivered.Add(1)
 	}
 	raise(&c.seen, meta.Sequence.Stream)
-	return meta.Sequence.Stream, true
+	return meta, true
 }
 
 // A keeper keeps the messages being handled from being delivered
@@ -570,8 +575,39 @@ type partState struct {
 	// whole: every message of the partition delivered and not
 	// acknowledged was in the last batch handled, so the next one, pulled
 	// by the same goroutine, follows it. False at start, after a change of
-	// pin and after a batch was given up (with Batch above 1).
+	// pin, after a batch was given up and after a gap in the consumer
+	// sequence (with Batch above 1).
 	whole bool
+	// next is the consumer sequence the next delivery has when every
+	// delivery of the partition's consumer reached this goroutine (0:
+	// unknown). The broker numbers each delivery, a redelivery included,
+	// one above the last; a message that reaches this goroutine under
+	// another number means deliveries it never received: the broker sent
+	// them and they were lost (a broker that died with them in flight, a
+	// consumer leader that moved, a pull the client had given up), or
+	// another member took them. They are pending at the broker, which
+	// delivers them again after AckWait — after later messages this
+	// goroutine may already have received. Applying those first would set
+	// the rollup's high-water marks past the lost ones, and drop them as
+	// copies when they came (docs/delivery.md, "Gaps").
+	next uint64
+}
+
+// follow checks that a delivery with metadata meta follows the last one
+// this goroutine received, and records it as the last. A gap clears
+// whole, is counted and logged, and is reported.
+func (c *Consumer) follow(log *slog.Logger, ps *partState, meta *jetstream.MsgMetadata) bool {
+	dseq := meta.Sequence.Consumer
+	gap := ps.next != 0 && dseq != ps.next
+	if gap {
+		c.gaps.Add(1)
+		log.Info("deliveries of the partition did not reach this consumer; holding the next batch back until they come again",
+			"want_consumer_seq", ps.next, "got_consumer_seq", dseq, "stream_seq", meta.Sequence.Stream,
+			"delivered", meta.NumDelivered, "pending", meta.NumPending, "was_whole", ps.whole)
+		ps.whole = false
+	}
+	ps.next = dseq + 1
+	return !gap
 }
 
 // fetchOpts are the options of one pull besides its count and wait.
@@ -590,6 +626,11 @@ func (c *Consumer) more(cons jetstream.Consumer, opts fetchOpts, n int, wait tim
 	var out []jetstream.Msg
 	for m := range batch.Messages() {
 		out = append(out, m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		// What it delivered and this pull did not receive is pending at
+		// the broker: the next delivery shows the gap (partState.next).
+		c.log.Debug("pull for more messages ended early", "got", len(out), "of", n, "err", err)
 	}
 	return out
 }
@@ -626,10 +667,14 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, ps *p
 	keep := func(msgs []jetstream.Msg) []jetstream.Msg {
 		var kept []jetstream.Msg
 		for _, m := range msgs {
-			if seq, ok := c.sequence(log, m); ok {
-				kept = append(kept, m)
-				batch = append(batch, BatchMsg{Seq: seq, Data: m.Data()})
+			meta, ok := c.sequence(log, m)
+			if !ok {
+				ps.whole, ps.next = false, 0 // its consumer sequence is unknown
+				continue
 			}
+			c.follow(log, ps, meta)
+			kept = append(kept, m)
+			batch = append(batch, BatchMsg{Seq: meta.Sequence.Stream, Data: m.Data()})
 		}
 		held = append(held, kept...)
 		return kept

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // MaxPartitions bounds StreamConfig.Partitions: the stream lists one
@@ -296,16 +299,65 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 // ensureStream is EnsureStream; a stream it creates starts above seen (the
 // highest sequence the caller has seen). It reports whether it created the
 // stream.
+//
+// Rollups starting together race to create the hub stream: the loser's
+// create is refused (the name is taken, with another first sequence), and
+// for a moment after, a lookup may not find the winner's stream yet (its
+// assignment is in flight in the meta group, or its raft group has no
+// leader), and a request may go unanswered. Such a step is retried, each
+// request bounded by streamRequestTimeout, for up to ensureRetryFor (or
+// until ctx ends): the loser re-reads the winner's stream and goes on with
+// it. A broker down for longer still fails the call, as before.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, seen uint64) (created bool, _ error) {
 	if err := cfg.Validate(); err != nil {
 		return false, fmt.Errorf("cannot ensure stream: %w", err)
 	}
+	giveUp := time.Now().Add(ensureRetryFor)
+	for attempt := 1; ; attempt++ {
+		created, err := ensureStreamOnce(ctx, js, cfg, seen)
+		if err == nil || ctx.Err() != nil || !transient(err) || time.Now().After(giveUp) {
+			return created, err
+		}
+		if !backoff.Sleep(ctx, backoff.Delay(20*time.Millisecond, time.Second, attempt)) {
+			return false, err
+		}
+	}
+}
+
+// streamRequestTimeout bounds one request of ensureStream, and
+// ensureRetryFor how long it repeats a step that failed transiently.
+const (
+	streamRequestTimeout = 5 * time.Second
+	ensureRetryFor       = 30 * time.Second
+)
+
+// transient reports whether a failed step of ensureStream may succeed
+// when repeated: the stream was not found (just created by another
+// process and not visible yet), the request was not answered in time, or
+// the cluster was not ready (a 5xx or a leader election).
+func transient(err error) bool {
+	var jsErr jetstream.JetStreamError
+	if errors.As(err, &jsErr) && jsErr.APIError() != nil {
+		code := jsErr.APIError().Code
+		return code >= 500 || errors.Is(err, jetstream.ErrStreamNotFound)
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// ensureStreamOnce is one attempt of ensureStream.
+func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, seen uint64) (created bool, _ error) {
+	req := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, streamRequestTimeout) }
 	want := cfg.jetstream()
-	st, err := js.Stream(ctx, cfg.Name)
+	rctx, cancel := req()
+	st, err := js.Stream(rctx, cfg.Name)
+	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		create := want
 		create.FirstSeq = firstSeq(time.Now(), seen)
-		_, err = js.CreateStream(ctx, create)
+		rctx, cancel := req()
+		_, err = js.CreateStream(rctx, create)
+		cancel()
 		if err == nil {
 			return true, ensureHubConsumer(ctx, js, cfg)
 		}
@@ -313,17 +365,25 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig,
 			return false, fmt.Errorf("cannot create stream %s: %w", cfg.Name, err)
 		}
 		// Another process created it meanwhile (with its own first
-		// sequence): update that one.
-		st, err = js.Stream(ctx, cfg.Name)
+		// sequence): update that one, once it can be found.
+		rctx, cancel = req()
+		st, err = js.Stream(rctx, cfg.Name)
+		cancel()
 	}
 	if err != nil {
 		return false, fmt.Errorf("cannot look up stream %s: %w", cfg.Name, err)
 	}
-	if err := checkDroppedSubjects(ctx, st, want.Subjects); err != nil {
+	rctx, cancel = req()
+	err = checkDroppedSubjects(rctx, st, want.Subjects)
+	cancel()
+	if err != nil {
 		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
 	}
 	want.FirstSeq = st.CachedInfo().Config.FirstSeq // set at creation, never changed
-	if _, err := js.UpdateStream(ctx, want); err != nil {
+	rctx, cancel = req()
+	_, err = js.UpdateStream(rctx, want)
+	cancel()
+	if err != nil {
 		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
 	}
 	return false, ensureHubConsumer(ctx, js, cfg)
