@@ -27,6 +27,8 @@ func (p *Process) registerCoalescing(reg prometheus.Registerer) error {
 		counter("batches_total", "Batches of consecutive messages of a partition applied together.", func() float64 { return float64(consumerStats().Batches) }),
 		counter("batches_held_back_total", "Batches held back at a takeover until the messages a previous consumer left unacknowledged came again.",
 			func() float64 { return float64(consumerStats().HeldBack) }),
+		counter("delivery_gaps_total", "Jumps of a partition consumer's delivery sequence (deliveries lost in transit, e.g. across a hub leader failover); the next batch is held back until they come again.",
+			func() float64 { return float64(consumerStats().Gaps) }),
 	}
 	if p.pusher != nil {
 		cs = append(cs,
