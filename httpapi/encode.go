@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -156,13 +157,9 @@ func appendReaction(dst []byte, userID, contentID string, rx engagement.Reaction
 // its totals (appendCounts), as_of, staleness_ms and, for a fresh read,
 // "consistency":"fresh" and the peers that did not answer.
 func appendCountRead(dst []byte, contentID string, q queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
-	dst = appendCounts(dst, contentID, q.scope, scopeRow(rd.Rows, q.scope))
-	dst = dst[:len(dst)-1] // reopen the object
-	dst = append(dst, `,"as_of":`...)
-	dst = appendTimeMillis(dst, rd.AsOf)
+	dst = appendCountHead(dst, contentID, q.scope, rd)
 	if !rd.Stored.IsZero() {
-		dst = append(dst, `,"staleness_ms":`...)
-		dst = strconv.AppendInt(dst, max(info.Now.Sub(rd.Stored).Milliseconds(), 0), 10)
+		dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	}
 	if q.mode == region.Fresh {
 		dst = append(dst, `,"consistency":"fresh"`...)
@@ -177,6 +174,79 @@ func appendCountRead(dst []byte, contentID string, q queryParams, rd *region.Cou
 			dst = append(dst, ']')
 		}
 	}
+	return append(dst, '}')
+}
+
+// appendCountHead appends the part of an item's answer that depends on
+// the item's state alone (appendCounts, as_of and, when rd.Stored is
+// known, `,"staleness_ms":`), the object left open.
+func appendCountHead(dst []byte, contentID, scope string, rd *region.CountRead) []byte {
+	dst = appendCounts(dst, contentID, scope, scopeRow(rd.Rows, scope))
+	dst = dst[:len(dst)-1] // reopen the object
+	dst = append(dst, `,"as_of":`...)
+	dst = appendTimeMillis(dst, rd.AsOf)
+	if !rd.Stored.IsZero() {
+		dst = append(dst, `,"staleness_ms":`...)
+	}
+	return dst
+}
+
+// staleness returns the staleness_ms of rd's answer.
+func staleness(rd *region.CountRead, info *region.ReadInfo) int64 {
+	return max(info.Now.Sub(rd.Stored).Milliseconds(), 0)
+}
+
+// rowAnswers are the encoded answers of one cached state of an item, kept
+// in its region.Memo and built by the first read of each scope and format:
+// by scope index (api.scopeIndex), the JSON object up to its staleness_ms
+// value (appendCountHead) and the protobuf Count's fields before field 8
+// (appendCountFields). A warm read appends one of them and its staleness:
+// no map, no sort, no time formatting, no allocation. A push or store read
+// that changes the item makes a new state, with an empty memo.
+type rowAnswers struct {
+	owner *api // scope indexes are the owner's
+	json  []atomic.Pointer[[]byte]
+	pb    []atomic.Pointer[[]byte]
+}
+
+// answersOf returns the memo of rd's state and q's scope index, or nil
+// when rd's answer cannot be kept (no memo, a fresh read, no store time).
+func (a *api) answersOf(rd *region.CountRead, q *queryParams) (*rowAnswers, int) {
+	if rd.Memo == nil || q.mode != region.Eventual || rd.Stored.IsZero() || !rd.AsOf.Equal(rd.Stored) {
+		return nil, 0
+	}
+	si := 0
+	if q.scope != engagement.GlobalScope {
+		var ok bool
+		if si, ok = a.scopeIndex[q.scope]; !ok {
+			return nil, 0
+		}
+	}
+	ans, _ := rd.Memo.Load().(*rowAnswers)
+	if ans == nil {
+		n := len(a.scopeIndex)
+		ans, _ = rd.Memo.LoadOrStore(&rowAnswers{owner: a, json: make([]atomic.Pointer[[]byte], n), pb: make([]atomic.Pointer[[]byte], n)}).(*rowAnswers)
+	}
+	if ans == nil || ans.owner != a {
+		return nil, 0 // a memo another handler of the same agent filled
+	}
+	return ans, si
+}
+
+// appendCountJSON is appendCountRead through rd's memo when it has one.
+func (a *api) appendCountJSON(dst []byte, contentID string, q *queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
+	ans, si := a.answersOf(rd, q)
+	if ans == nil {
+		return appendCountRead(dst, contentID, *q, rd, info)
+	}
+	head := ans.json[si].Load()
+	if head == nil {
+		b := appendCountHead(nil, contentID, q.scope, rd)
+		ans.json[si].Store(&b)
+		head = &b
+	}
+	dst = append(dst, *head...)
+	dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	return append(dst, '}')
 }
 

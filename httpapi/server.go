@@ -588,6 +588,21 @@ func (d *dateCache) get(now time.Time) []byte {
 	return b
 }
 
+// writeWhole answers status with body and its Content-Type when no other
+// header is set: WriteHeader and Write without the header map.
+func (w *fastWriter) writeWhole(status int, contentType string, body []byte) bool {
+	if w.wrote || len(w.hdr) != 0 || status < 200 {
+		return false
+	}
+	w.wrote = true
+	resp := &w.ctx.Response
+	resp.SetStatusCode(status)
+	resp.Header.SetContentType(contentType)
+	resp.Header.SetBytesV("Date", dates.get(w.ctx.Time()))
+	resp.AppendBody(body)
+	return true
+}
+
 func (w *fastWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
