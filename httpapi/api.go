@@ -95,6 +95,7 @@ type api struct {
 	log        *slog.Logger
 	scopes     map[string]bool // valid ?region= values
 	scopeIndex map[string]int  // the same, numbered from 0 (global)
+	id         uint32          // of this handler in the process, for memo tags
 	scopeList  string          // the same, for messages
 	trending   map[string]bool // counters with trending lists
 	retryAfter string
@@ -175,6 +176,7 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 	for _, r := range cfg.Regions {
 		a.scopes[r] = true
 	}
+	a.id = apiIDs.Add(1)
 	a.scopeIndex = map[string]int{engagement.GlobalScope: 0}
 	for _, r := range cfg.Regions {
 		if _, ok := a.scopeIndex[r]; !ok {

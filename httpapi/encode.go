@@ -196,56 +196,51 @@ func staleness(rd *region.CountRead, info *region.ReadInfo) int64 {
 	return max(info.Now.Sub(rd.Stored).Milliseconds(), 0)
 }
 
-// rowAnswers are the encoded answers of one cached state of an item, kept
-// in its region.Memo and built by the first read of each scope and format:
-// by scope index (api.scopeIndex), the JSON object up to its staleness_ms
-// value (appendCountHead) and the protobuf Count's fields before field 8
-// (appendCountFields). A warm read appends one of them and its staleness:
-// no map, no sort, no time formatting, no allocation. A push or store read
-// that changes the item makes a new state, with an empty memo.
-type rowAnswers struct {
-	owner *api // scope indexes are the owner's
-	json  []atomic.Pointer[[]byte]
-	pb    []atomic.Pointer[[]byte]
-}
+// A warm count read appends its item's answer as encoded by the first
+// read of the item's cached state (region.Memo; a push or store read that
+// changes the item makes a new state, with an empty memo) plus its
+// staleness: no map, no sort, no time formatting, no allocation. Slot
+// memoJSON keeps the JSON object up to its staleness_ms value
+// (appendCountHead), slot memoProtobuf the protobuf Count's fields before
+// field 8 (appendCountFields), each under the tag of the handler and the
+// scope it was encoded for (memoTag).
+const (
+	memoJSON = iota
+	memoProtobuf
+)
 
-// answersOf returns the memo of rd's state and q's scope index, or nil
-// when rd's answer cannot be kept (no memo, a fresh read, no store time).
-func (a *api) answersOf(rd *region.CountRead, q *queryParams) (*rowAnswers, int) {
+// apiIDs numbers the handlers of the process, for memo tags: two handlers
+// of one agent may number their scopes differently.
+var apiIDs atomic.Uint32
+
+// memoTag returns the tag of rd's answer in q's scope, and false when
+// rd's answer cannot be kept (no memo, a fresh read, no store time).
+func (a *api) memoTag(rd *region.CountRead, q *queryParams) (uint64, bool) {
 	if rd.Memo == nil || q.mode != region.Eventual || rd.Stored.IsZero() || !rd.AsOf.Equal(rd.Stored) {
-		return nil, 0
+		return 0, false
 	}
 	si := 0
 	if q.scope != engagement.GlobalScope {
 		var ok bool
 		if si, ok = a.scopeIndex[q.scope]; !ok {
-			return nil, 0
+			return 0, false
 		}
 	}
-	ans, _ := rd.Memo.Load().(*rowAnswers)
-	if ans == nil {
-		n := len(a.scopeIndex)
-		ans, _ = rd.Memo.LoadOrStore(&rowAnswers{owner: a, json: make([]atomic.Pointer[[]byte], n), pb: make([]atomic.Pointer[[]byte], n)}).(*rowAnswers)
-	}
-	if ans == nil || ans.owner != a {
-		return nil, 0 // a memo another handler of the same agent filled
-	}
-	return ans, si
+	return uint64(a.id)<<32 | uint64(si), true
 }
 
 // appendCountJSON is appendCountRead through rd's memo when it has one.
 func (a *api) appendCountJSON(dst []byte, contentID string, q *queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
-	ans, si := a.answersOf(rd, q)
-	if ans == nil {
+	tag, ok := a.memoTag(rd, q)
+	if !ok {
 		return appendCountRead(dst, contentID, *q, rd, info)
 	}
-	head := ans.json[si].Load()
-	if head == nil {
-		b := appendCountHead(nil, contentID, q.scope, rd)
-		ans.json[si].Store(&b)
-		head = &b
+	head, ok := rd.Memo.Load(memoJSON, tag)
+	if !ok {
+		head = appendCountHead(nil, contentID, q.scope, rd)
+		rd.Memo.Store(memoJSON, tag, head)
 	}
-	dst = append(dst, *head...)
+	dst = append(dst, head...)
 	dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	return append(dst, '}')
 }

@@ -16,7 +16,7 @@ import (
 // every scope, for the read that fills the memo and those that reuse it,
 // across staleness values of one, two and three varint bytes.
 func TestMemoAnswersAgree(t *testing.T) {
-	a := &api{scopeIndex: map[string]int{engagement.GlobalScope: 0, "us": 1, "eu": 2}}
+	a := &api{id: apiIDs.Add(1), scopeIndex: map[string]int{engagement.GlobalScope: 0, "us": 1, "eu": 2}}
 	stored := time.Date(2026, 12, 1, 18, 0, 0, 123_456_789, time.UTC)
 	updated := stored.Add(-time.Minute)
 	states := map[string][]engagement.Stats{
@@ -44,24 +44,31 @@ func TestMemoAnswersAgree(t *testing.T) {
 						t.Errorf("staleness %d ms: protobuf from the memo\n%x\nwant\n%x", ms, got, want)
 					}
 				}
-				if _, ok := memo.Load().(*rowAnswers); !ok {
-					t.Fatal("the memo kept no answers")
+				tag, _ := a.memoTag(&region.CountRead{Stored: stored, AsOf: stored, Memo: memo}, &q)
+				if _, ok := memo.Load(memoJSON, tag); !ok {
+					t.Fatal("the memo kept no JSON answer")
+				}
+				if _, ok := memo.Load(memoProtobuf, tag); !ok {
+					t.Fatal("the memo kept no protobuf answer")
 				}
 			})
 		}
 	}
-	// A memo another handler filled, a fresh read and a read without a
-	// store time are answered in full.
-	other := &api{scopeIndex: a.scopeIndex}
+	// A memo another handler filled is not taken for this one's; a fresh
+	// read and a read without a store time are answered in full.
+	other := &api{id: apiIDs.Add(1), scopeIndex: map[string]int{engagement.GlobalScope: 0, "eu": 1, "us": 2}}
 	memo := new(region.Memo)
 	rd := region.CountRead{Rows: states["counters"], Stored: stored, AsOf: stored, Memo: memo}
-	other.appendCountJSON(nil, "v1", &queryParams{scope: engagement.GlobalScope}, &rd, &region.ReadInfo{Now: stored})
-	for _, q := range []queryParams{{scope: "us"}, {scope: "us", mode: region.Fresh}} {
-		if ans, _ := a.answersOf(&rd, &q); ans != nil {
-			t.Errorf("answersOf(%+v) with another handler's memo = %p, want nil", q, ans)
-		}
+	info := region.ReadInfo{Now: stored}
+	us := queryParams{scope: "us"}
+	other.appendCountJSON(nil, "v1", &queryParams{scope: "eu"}, &rd, &info)
+	if got, want := a.appendCountJSON(nil, "v1", &us, &rd, &info), appendCountRead(nil, "v1", us, &rd, &info); !bytes.Equal(got, want) {
+		t.Errorf("after another handler's read: %s, want %s", got, want)
 	}
-	if ans, _ := a.answersOf(&region.CountRead{Rows: rd.Rows, Memo: new(region.Memo)}, &queryParams{scope: "us"}); ans != nil {
-		t.Errorf("answersOf without a store time = %p, want nil", ans)
+	if _, ok := a.memoTag(&rd, &queryParams{scope: "us", mode: region.Fresh}); ok {
+		t.Error("a fresh read has a memo tag")
+	}
+	if _, ok := a.memoTag(&region.CountRead{Rows: rd.Rows, Memo: new(region.Memo)}, &us); ok {
+		t.Error("a read without a store time has a memo tag")
 	}
 }

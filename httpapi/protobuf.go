@@ -418,22 +418,21 @@ func appendCountFields(dst []byte, contentID, scope string, rd *region.CountRead
 }
 
 // appendCountProtoMemo is appendCountProto through rd's memo when it has
-// one (rowAnswers).
+// one (memoProtobuf).
 func (a *api) appendCountProtoMemo(dst []byte, contentID string, q *queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
-	ans, si := a.answersOf(rd, q)
-	if ans == nil {
+	tag, ok := a.memoTag(rd, q)
+	if !ok {
 		return appendCountProto(dst, contentID, *q, rd, info)
 	}
-	fields := ans.pb[si].Load()
-	if fields == nil {
-		b := appendCountFields(nil, contentID, q.scope, rd)
-		ans.pb[si].Store(&b)
-		fields = &b
+	fields, ok := rd.Memo.Load(memoProtobuf, tag)
+	if !ok {
+		fields = appendCountFields(nil, contentID, q.scope, rd)
+		rd.Memo.Store(memoProtobuf, tag, fields)
 	}
 	stale := uint64(staleness(rd, info))
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
-	dst = protowire.AppendVarint(dst, uint64(len(*fields)+protowire.SizeTag(8)+protowire.SizeVarint(stale)))
-	dst = append(dst, *fields...)
+	dst = protowire.AppendVarint(dst, uint64(len(fields)+protowire.SizeTag(8)+protowire.SizeVarint(stale)))
+	dst = append(dst, fields...)
 	dst = protowire.AppendTag(dst, 8, protowire.VarintType)
 	return protowire.AppendVarint(dst, stale)
 }

@@ -174,38 +174,43 @@ type cacheValue struct {
 	memo Memo
 }
 
-// Memo is a slot beside one state of a warm item where a reader keeps
+// Memo is a place beside one state of a warm item where a reader keeps
 // what it derives from that state's rows and times (the HTTP API keeps
 // the item's encoded answers), so that the reads of one state derive it
-// once. Every change of the item (a push that changes it, a store read)
-// makes a new state with an empty Memo. A nil *Memo holds nothing and
-// keeps nothing. Safe for concurrent use.
-type Memo struct{ p atomic.Pointer[any] }
-
-// Load returns what the memo holds, or nil.
-func (m *Memo) Load() any {
-	if m == nil {
-		return nil
-	}
-	if p := m.p.Load(); p != nil {
-		return *p
-	}
-	return nil
+// once. It has MemoSlots slots; each holds bytes under a tag the reader
+// chooses (say, a format and a scope), and a Store under another tag
+// replaces them. Every change of the item (a push that changes it, a store
+// read) makes a new state with an empty Memo. A nil *Memo holds nothing
+// and keeps nothing. Safe for concurrent use: what Load returns must not
+// be modified.
+type Memo struct {
+	slots [MemoSlots]atomic.Pointer[memoBytes]
 }
 
-// LoadOrStore returns what the memo holds; if it holds nothing, it keeps
-// v and returns it.
-func (m *Memo) LoadOrStore(v any) any {
+// MemoSlots is the number of slots of a Memo.
+const MemoSlots = 2
+
+type memoBytes struct {
+	tag uint64
+	b   []byte
+}
+
+// Load returns the bytes of slot kept under tag.
+func (m *Memo) Load(slot int, tag uint64) ([]byte, bool) {
 	if m == nil {
-		return v
+		return nil, false
 	}
-	if p := m.p.Load(); p != nil {
-		return *p
+	if p := m.slots[slot].Load(); p != nil && p.tag == tag {
+		return p.b, true
 	}
-	if m.p.CompareAndSwap(nil, &v) {
-		return v
+	return nil, false
+}
+
+// Store keeps b in slot under tag; b must not be modified afterwards.
+func (m *Memo) Store(slot int, tag uint64, b []byte) {
+	if m != nil {
+		m.slots[slot].Store(&memoBytes{tag: tag, b: b})
 	}
-	return *m.p.Load()
 }
 
 // newStatsCache returns a cache of at most entries items whose values are
