@@ -235,12 +235,13 @@ func (a *api) appendCountJSON(dst []byte, contentID string, q *queryParams, rd *
 	if !ok {
 		return appendCountRead(dst, contentID, *q, rd, info)
 	}
-	head, ok := rd.Memo.Load(memoJSON, tag)
-	if !ok {
-		head = appendCountHead(nil, contentID, q.scope, rd)
-		rd.Memo.Store(memoJSON, tag, head)
+	if head, ok := rd.Memo.Load(memoJSON, tag); ok {
+		dst = append(dst, head...)
+	} else {
+		start := len(dst)
+		dst = appendCountHead(dst, contentID, q.scope, rd)
+		rd.Memo.Store(memoJSON, tag, slices.Clone(dst[start:]))
 	}
-	dst = append(dst, head...)
 	dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	return append(dst, '}')
 }

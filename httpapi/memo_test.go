@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,10 +38,12 @@ func TestMemoAnswersAgree(t *testing.T) {
 					full := region.CountRead{Rows: rows, Stored: stored, AsOf: stored}
 					kept := full
 					kept.Memo = memo
-					if want, got := appendCountRead(nil, "v1", q, &full, &info), a.appendCountJSON(nil, "v1", &q, &kept, &info); !bytes.Equal(got, want) {
+					// The memo path appends after what dst holds.
+					prefix := []byte(`{"counts":[`)
+					if want, got := appendCountRead(slices.Clone(prefix), "v1", q, &full, &info), a.appendCountJSON(slices.Clone(prefix), "v1", &q, &kept, &info); !bytes.Equal(got, want) {
 						t.Errorf("staleness %d ms: JSON from the memo\n%s\nwant\n%s", ms, got, want)
 					}
-					if want, got := appendCountProto(nil, "v1", q, &full, &info), a.appendCountProtoMemo(nil, "v1", &q, &kept, &info); !bytes.Equal(got, want) {
+					if want, got := appendCountProto(slices.Clone(prefix), "v1", q, &full, &info), a.appendCountProtoMemo(slices.Clone(prefix), "v1", &q, &kept, &info); !bytes.Equal(got, want) {
 						t.Errorf("staleness %d ms: protobuf from the memo\n%x\nwant\n%x", ms, got, want)
 					}
 				}

@@ -426,7 +426,8 @@ func (a *api) appendCountProtoMemo(dst []byte, contentID string, q *queryParams,
 	}
 	fields, ok := rd.Memo.Load(memoProtobuf, tag)
 	if !ok {
-		fields = appendCountFields(nil, contentID, q.scope, rd)
+		start := len(dst)
+		fields = slices.Clone(appendCountFields(dst, contentID, q.scope, rd)[start:])
 		rd.Memo.Store(memoProtobuf, tag, fields)
 	}
 	stale := uint64(staleness(rd, info))
