@@ -94,6 +94,8 @@ type api struct {
 	m          *metrics
 	log        *slog.Logger
 	scopes     map[string]bool // valid ?region= values
+	scopeIndex map[string]int  // the same, numbered from 0 (global)
+	id         uint32          // of this handler in the process, for memo tags
 	scopeList  string          // the same, for messages
 	trending   map[string]bool // counters with trending lists
 	retryAfter string
@@ -173,6 +175,13 @@ func New(svc Service, cfg Config, metrics http.Handler, reg prometheus.Registere
 	}
 	for _, r := range cfg.Regions {
 		a.scopes[r] = true
+	}
+	a.id = apiIDs.Add(1)
+	a.scopeIndex = map[string]int{engagement.GlobalScope: 0}
+	for _, r := range cfg.Regions {
+		if _, ok := a.scopeIndex[r]; !ok {
+			a.scopeIndex[r] = len(a.scopeIndex)
+		}
 	}
 	a.cluster = o.cluster
 	if a.idem, _ = svc.(Idempotent); a.idem != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -156,13 +157,9 @@ func appendReaction(dst []byte, userID, contentID string, rx engagement.Reaction
 // its totals (appendCounts), as_of, staleness_ms and, for a fresh read,
 // "consistency":"fresh" and the peers that did not answer.
 func appendCountRead(dst []byte, contentID string, q queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
-	dst = appendCounts(dst, contentID, q.scope, scopeRow(rd.Rows, q.scope))
-	dst = dst[:len(dst)-1] // reopen the object
-	dst = append(dst, `,"as_of":`...)
-	dst = appendTimeMillis(dst, rd.AsOf)
+	dst = appendCountHead(dst, contentID, q.scope, rd)
 	if !rd.Stored.IsZero() {
-		dst = append(dst, `,"staleness_ms":`...)
-		dst = strconv.AppendInt(dst, max(info.Now.Sub(rd.Stored).Milliseconds(), 0), 10)
+		dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	}
 	if q.mode == region.Fresh {
 		dst = append(dst, `,"consistency":"fresh"`...)
@@ -177,6 +174,75 @@ func appendCountRead(dst []byte, contentID string, q queryParams, rd *region.Cou
 			dst = append(dst, ']')
 		}
 	}
+	return append(dst, '}')
+}
+
+// appendCountHead appends the part of an item's answer that depends on
+// the item's state alone (appendCounts, as_of and, when rd.Stored is
+// known, `,"staleness_ms":`), the object left open.
+func appendCountHead(dst []byte, contentID, scope string, rd *region.CountRead) []byte {
+	dst = appendCounts(dst, contentID, scope, scopeRow(rd.Rows, scope))
+	dst = dst[:len(dst)-1] // reopen the object
+	dst = append(dst, `,"as_of":`...)
+	dst = appendTimeMillis(dst, rd.AsOf)
+	if !rd.Stored.IsZero() {
+		dst = append(dst, `,"staleness_ms":`...)
+	}
+	return dst
+}
+
+// staleness returns the staleness_ms of rd's answer.
+func staleness(rd *region.CountRead, info *region.ReadInfo) int64 {
+	return max(info.Now.Sub(rd.Stored).Milliseconds(), 0)
+}
+
+// A warm count read appends its item's answer as encoded by the first
+// read of the item's cached state (region.Memo; a push or store read that
+// changes the item makes a new state, with an empty memo) plus its
+// staleness: no map, no sort, no time formatting, no allocation. Slot
+// memoJSON keeps the JSON object up to its staleness_ms value
+// (appendCountHead), slot memoProtobuf the protobuf Count's fields before
+// field 8 (appendCountFields), each under the tag of the handler and the
+// scope it was encoded for (memoTag).
+const (
+	memoJSON = iota
+	memoProtobuf
+)
+
+// apiIDs numbers the handlers of the process, for memo tags: two handlers
+// of one agent may number their scopes differently.
+var apiIDs atomic.Uint32
+
+// memoTag returns the tag of rd's answer in q's scope, and false when
+// rd's answer cannot be kept (no memo, a fresh read, no store time).
+func (a *api) memoTag(rd *region.CountRead, q *queryParams) (uint64, bool) {
+	if rd.Memo == nil || q.mode != region.Eventual || rd.Stored.IsZero() || !rd.AsOf.Equal(rd.Stored) {
+		return 0, false
+	}
+	si := 0
+	if q.scope != engagement.GlobalScope {
+		var ok bool
+		if si, ok = a.scopeIndex[q.scope]; !ok {
+			return 0, false
+		}
+	}
+	return uint64(a.id)<<32 | uint64(si), true
+}
+
+// appendCountJSON is appendCountRead through rd's memo when it has one.
+func (a *api) appendCountJSON(dst []byte, contentID string, q *queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
+	tag, ok := a.memoTag(rd, q)
+	if !ok {
+		return appendCountRead(dst, contentID, *q, rd, info)
+	}
+	if head, ok := rd.Memo.Load(memoJSON, tag); ok {
+		dst = append(dst, head...)
+	} else {
+		start := len(dst)
+		dst = appendCountHead(dst, contentID, q.scope, rd)
+		rd.Memo.Store(memoJSON, tag, slices.Clone(dst[start:]))
+	}
+	dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	return append(dst, '}')
 }
 

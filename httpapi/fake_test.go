@@ -27,13 +27,17 @@ type fakeService struct {
 	increments [][]region.Increment // copies of every Increment call
 	reactions  map[[2]string]engagement.Reaction
 	stats      map[string][]engagement.Stats
-	result     region.ReactResult
-	err        error               // returned by every method but Ready
-	readyErr   error               // returned by Ready
-	degraded   []string            // returned by Degraded
-	panicOn    string              // method name that panics
-	noRecord   bool                // benchmarks: record nothing
-	trending   engagement.Trending // answered by Trending (items cut to k)
+	// memos hand out one region.Memo per state of an item, as the agent's
+	// read cache does, so that the API's encoded answers are kept and
+	// reused: a state is a stats slice (a new slice is a new state).
+	memos    map[string]fakeMemo
+	result   region.ReactResult
+	err      error               // returned by every method but Ready
+	readyErr error               // returned by Ready
+	degraded []string            // returned by Degraded
+	panicOn  string              // method name that panics
+	noRecord bool                // benchmarks: record nothing
+	trending engagement.Trending // answered by Trending (items cut to k)
 	// missingPeers are the peers a fresh read reports silent.
 	missingPeers []string
 }
@@ -141,13 +145,29 @@ func (f *fakeService) ReadCounts(ctx context.Context, contentIDs []string, mode 
 		dst[i] = region.CountRead{Rows: f.stats[id], Stored: fakeStored, AsOf: fakeStored}
 		if mode == region.Fresh {
 			dst[i].AsOf = fakeNow
+			continue
 		}
+		fm, ok := f.memos[id]
+		if rows := f.stats[id]; !ok || len(fm.rows) != len(rows) || (len(rows) > 0 && &fm.rows[0] != &rows[0]) {
+			fm = fakeMemo{rows: rows, memo: new(region.Memo)}
+			if f.memos == nil {
+				f.memos = make(map[string]fakeMemo)
+			}
+			f.memos[strings.Clone(id)] = fm
+		}
+		dst[i].Memo = fm.memo
 	}
 	info := region.ReadInfo{Now: fakeNow}
 	if mode == region.Fresh {
 		info.Missing = f.missingPeers
 	}
 	return info, nil
+}
+
+// fakeMemo is the memo of one state of an item.
+type fakeMemo struct {
+	rows []engagement.Stats
+	memo *region.Memo
 }
 
 func (f *fakeService) Ready(ctx context.Context) error {

@@ -16,11 +16,30 @@ import (
 
 // writeJSON answers status with body.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	if writeWhole(w, status, contentTypeJSON[0], body) {
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = contentTypeJSON
 	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do
+}
+
+// wholeWriter is a ResponseWriter that takes a whole answer with no
+// header but its Content-Type in one call, without the header map: the
+// Server's writer, through the API's wrapper (respWriter).
+type wholeWriter interface {
+	// writeWhole answers status with body, and reports false, having
+	// done nothing, when the answer has started or has headers set.
+	writeWhole(status int, contentType string, body []byte) bool
+}
+
+// writeWhole answers status with body through w's writeWhole when w has
+// one and no header is set; it reports whether it answered.
+func writeWhole(w http.ResponseWriter, status int, contentType string, body []byte) bool {
+	ww, ok := w.(wholeWriter)
+	return ok && ww.writeWhole(status, contentType, body)
 }
 
 // contentLengths holds the Content-Length values of small answers, shared
@@ -272,7 +291,7 @@ func (a *api) serveCount(w http.ResponseWriter, r *http.Request, contentID strin
 	}
 	defer putReads(reads)
 	a.answer(w, http.StatusOK, func(dst []byte) []byte {
-		return appendCountRead(dst, contentID, q, &(*reads)[0], &info)
+		return a.appendCountJSON(dst, contentID, &q, &(*reads)[0], &info)
 	})
 }
 
@@ -296,7 +315,7 @@ func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendCountRead(dst, id, q, &(*reads)[i], &info)
+			dst = a.appendCountJSON(dst, id, &q, &(*reads)[i], &info)
 		}
 		return append(dst, "]}"...)
 	})

@@ -157,6 +157,20 @@ func (w *respWriter) WriteHeader(code int) {
 	w.w.WriteHeader(code)
 }
 
+// writeWhole passes a route's whole answer to the server's writer when it
+// takes one (wholeWriter).
+func (w *respWriter) writeWhole(status int, contentType string, body []byte) bool {
+	if w.wrote || !w.routed || status < 200 {
+		return false
+	}
+	ww, ok := w.w.(wholeWriter)
+	if !ok || !ww.writeWhole(status, contentType, body) {
+		return false
+	}
+	w.wrote, w.status = true, status
+	return true
+}
+
 func (w *respWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)

@@ -358,18 +358,35 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 // appendCountProto appends one Count (field 1 of CountsResponse) for
 // contentID in q's scope and mode.
 func appendCountProto(dst []byte, contentID string, q queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
-	scope := q.scope
-	st := scopeRow(rd.Rows, scope)
-	var zero engagement.Stats
-	if st == nil {
-		st = &zero
-	}
 	// The message is small: its length is at most two varint bytes for
 	// 16 KiB, so it is written in place and its length shifted in after.
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 	lenAt := len(dst)
 	dst = append(dst, 0)
 	start := len(dst)
+	dst = appendCountFields(dst, contentID, q.scope, rd)
+	if !rd.Stored.IsZero() { // optional: present when known, even if 0
+		dst = protowire.AppendTag(dst, 8, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(staleness(rd, info)))
+	}
+	if q.mode == region.Fresh {
+		dst = appendStringField(dst, 9, "fresh")
+		for _, p := range info.Missing {
+			dst = protowire.AppendTag(dst, 10, protowire.BytesType)
+			dst = protowire.AppendString(dst, p)
+		}
+	}
+	return insertLength(dst, lenAt, start)
+}
+
+// appendCountFields appends the fields of a Count that depend on the
+// item's state alone: 1 to 7.
+func appendCountFields(dst []byte, contentID, scope string, rd *region.CountRead) []byte {
+	st := scopeRow(rd.Rows, scope)
+	var zero engagement.Stats
+	if st == nil {
+		st = &zero
+	}
 	dst = appendStringField(dst, 1, contentID)
 	dst = appendStringField(dst, 2, scope)
 	dst = appendIntField(dst, 3, st.Likes)
@@ -397,18 +414,28 @@ func appendCountProto(dst []byte, contentID string, q queryParams, rd *region.Co
 	if !rd.AsOf.IsZero() {
 		dst = appendIntField(dst, 7, rd.AsOf.UnixNano())
 	}
-	if !rd.Stored.IsZero() { // optional: present when known, even if 0
-		dst = protowire.AppendTag(dst, 8, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(max(info.Now.Sub(rd.Stored).Milliseconds(), 0)))
+	return dst
+}
+
+// appendCountProtoMemo is appendCountProto through rd's memo when it has
+// one (memoProtobuf).
+func (a *api) appendCountProtoMemo(dst []byte, contentID string, q *queryParams, rd *region.CountRead, info *region.ReadInfo) []byte {
+	tag, ok := a.memoTag(rd, q)
+	if !ok {
+		return appendCountProto(dst, contentID, *q, rd, info)
 	}
-	if q.mode == region.Fresh {
-		dst = appendStringField(dst, 9, "fresh")
-		for _, p := range info.Missing {
-			dst = protowire.AppendTag(dst, 10, protowire.BytesType)
-			dst = protowire.AppendString(dst, p)
-		}
+	fields, ok := rd.Memo.Load(memoProtobuf, tag)
+	if !ok {
+		start := len(dst)
+		fields = slices.Clone(appendCountFields(dst, contentID, q.scope, rd)[start:])
+		rd.Memo.Store(memoProtobuf, tag, fields)
 	}
-	return insertLength(dst, lenAt, start)
+	stale := uint64(staleness(rd, info))
+	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(len(fields)+protowire.SizeTag(8)+protowire.SizeVarint(stale)))
+	dst = append(dst, fields...)
+	dst = protowire.AppendTag(dst, 8, protowire.VarintType)
+	return protowire.AppendVarint(dst, stale)
 }
 
 // insertLength writes the varint length of dst[start:] at dst[lenAt], which
@@ -442,6 +469,9 @@ func appendIntField(dst []byte, num protowire.Number, v int64) []byte {
 
 // writeProtobuf answers status with a protobuf body.
 func writeProtobuf(w http.ResponseWriter, status int, body []byte) {
+	if writeWhole(w, status, contentTypeProtobufs[0], body) {
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = contentTypeProtobufs
 	h["Content-Length"] = contentLength(len(body))
@@ -486,7 +516,7 @@ func (a *api) postCounts(w http.ResponseWriter, r *http.Request) {
 	defer putReads(reads)
 	a.answerProtobuf(w, http.StatusOK, func(dst []byte) []byte {
 		for i, id := range q.ids {
-			dst = appendCountProto(dst, id, q, &(*reads)[i], &info)
+			dst = a.appendCountProtoMemo(dst, id, &q, &(*reads)[i], &info)
 		}
 		return dst
 	})

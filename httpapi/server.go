@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -387,10 +386,13 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 		m = string(method)
 	}
 	uri := h.RequestURI()
-	if e := x.parseURI(uri); e != nil {
+	uriStr := x.intern("uri", uri)
+	if e := x.parseURI(uriStr); e != nil {
 		return e
 	}
-	clear(x.hdr)
+	if len(x.hdr) > 0 {
+		clear(x.hdr)
+	}
 	clear(x.vals)
 	x.vals = x.vals[:0]
 	for k, v := range h.All() {
@@ -438,7 +440,7 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 	r.Host = x.host
 	r.Form, r.PostForm, r.MultipartForm, r.Trailer = nil, nil, nil, nil
 	r.RemoteAddr = x.remote
-	r.RequestURI = x.intern("uri", uri)
+	r.RequestURI = uriStr
 	r.TLS = x.tls
 	r.Cancel = nil //nolint:staticcheck // reset like every other field
 	r.Response = nil
@@ -447,28 +449,28 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 }
 
 // parseURI parses a request URI into x.url as url.ParseRequestURI does
-// (net/http's server), without allocating for a path that needs no
-// unescaping.
-func (x *exchange) parseURI(uri []byte) *apiError {
-	path, query, _ := bytes.Cut(uri, []byte{'?'})
+// (net/http's server); the path and query of a path that needs no
+// unescaping are substrings of uri.
+func (x *exchange) parseURI(uri string) *apiError {
+	path, query, _ := strings.Cut(uri, "?")
 	plain := len(path) > 0 && path[0] == '/'
-	for _, c := range path {
-		if !pathSafe[c] {
+	for i := 0; i < len(path); i++ {
+		if !pathSafe[path[i]] {
 			plain = false
 			break
 		}
 	}
-	for _, c := range query {
-		if c < 0x20 || c == 0x7f {
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c < 0x20 || c == 0x7f {
 			plain = false
 			break
 		}
 	}
 	if plain {
-		x.url = url.URL{Path: x.intern("path", path), RawQuery: x.intern("query", query)}
+		x.url = url.URL{Path: path, RawQuery: query}
 		return nil
 	}
-	u, err := url.ParseRequestURI(string(uri))
+	u, err := url.ParseRequestURI(uri)
 	if err != nil {
 		return &apiError{status: http.StatusBadRequest, field: "path", msg: "path is malformed: " + err.Error()}
 	}
@@ -532,7 +534,9 @@ type fastWriter struct {
 
 func (w *fastWriter) reset(ctx *fasthttp.RequestCtx) {
 	w.ctx, w.wrote = ctx, false
-	clear(w.hdr)
+	if len(w.hdr) > 0 {
+		clear(w.hdr)
+	}
 }
 
 func (w *fastWriter) Header() http.Header { return w.hdr }
@@ -586,6 +590,21 @@ func (d *dateCache) get(now time.Time) []byte {
 	d.val.Store(&b)
 	d.sec.Store(now.Unix())
 	return b
+}
+
+// writeWhole answers status with body and its Content-Type when no other
+// header is set: WriteHeader and Write without the header map.
+func (w *fastWriter) writeWhole(status int, contentType string, body []byte) bool {
+	if w.wrote || len(w.hdr) != 0 || status < 200 {
+		return false
+	}
+	w.wrote = true
+	resp := &w.ctx.Response
+	resp.SetStatusCode(status)
+	resp.Header.SetContentType(contentType)
+	resp.Header.SetBytesV("Date", dates.get(w.ctx.Time()))
+	resp.AppendBody(body)
+	return true
 }
 
 func (w *fastWriter) Write(b []byte) (int, error) {

@@ -442,13 +442,13 @@ func (a *Agent) addIncrements(incs []Increment) {
 // Counts returns every scope row of each id, from the cache when warm
 // (see statsCache), else from the store in one read.
 func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]engagement.Stats, error) {
-	now := a.now()
+	now := a.now().UnixNano()
 	out := make(map[string][]engagement.Stats, len(contentIDs))
 	var missing []string
 	for _, id := range contentIDs {
-		if rows, _, ok := a.cache.get(id, now); ok {
-			if rows != nil {
-				out[id] = rows
+		if v, ok := a.cache.get(id, now); ok {
+			if v.rows != nil {
+				out[id] = v.rows
 			}
 			continue
 		}
@@ -469,7 +469,7 @@ func (a *Agent) Counts(ctx context.Context, contentIDs []string) (map[string][]e
 	}
 	for _, id := range missing {
 		a.noteProgress(got[id])
-		if rows, _ := a.cache.put(id, got[id], start, epoch); rows != nil {
+		if rows, _, _ := a.cache.put(id, got[id], start, epoch); rows != nil {
 			out[id] = rows
 		}
 	}

@@ -15,15 +15,17 @@ import (
 // store returned, updated by the rows the rollup pushes (Agent.ApplyRows).
 // See docs/read-cache.md.
 //
-// A read (get) of a warm item takes no lock: one lookup in its shard's
-// read-only map (an atomic pointer to a map never modified once stored)
-// and one atomic load of the entry's value; it allocates nothing. Items
-// made warm since the shard's last promotion sit in a small map under the
-// shard's mutex until the next one (when it reaches 1/8 of the read-only
-// map), so a read of one of those takes that mutex, which only inserts and
-// sweeps share. Values are immutable: a push or a store read makes a new one
-// and swaps it in (compare-and-swap), so rows handed out are shared and
-// must not be modified. A nil rows slice is a cached "no rows yet".
+// A read (get) of a warm item takes no lock: the id is hashed once
+// (xxhash), the hash picks the shard and the slot of the shard's
+// open-addressing table (an atomic pointer to a table whose slots are
+// atomic pointers), and one atomic load gives the entry's value; it
+// allocates nothing. Inserts and sweeps take the shard's mutex, readers
+// never do: an insert stores a new entry into a free slot of the current
+// table or, past half full, publishes a larger copy; a sweep publishes a
+// copy without the evicted entries. Values are immutable (but for their
+// Memo): a push or a store read makes a new one and swaps it in
+// (compare-and-swap), so rows handed out are shared and must not be
+// modified. A nil rows slice is a cached "no rows yet".
 //
 // Bound: a value is served only while its last store read is younger than
 // ttl; a push may make it newer meanwhile, never older (a row is replaced
@@ -52,72 +54,104 @@ type statsCache struct {
 	pushRows, pushApplied, evicted atomic.Uint64
 }
 
-const cacheShards = 64
+// cacheShards is a power of two: the hash's low bits pick the shard, the
+// others the slot.
+const (
+	cacheShardBits = 6
+	cacheShards    = 1 << cacheShardBits
+	minTableSlots  = 16
+)
 
 type cacheShard struct {
-	ro atomic.Pointer[map[string]*cacheEntry] // never modified once stored
-	mu sync.Mutex
-	// dirty holds the entries added since ro was last replaced.
-	dirty map[string]*cacheEntry
-	_     [32]byte // keep neighbouring shards off one cache line
+	tab atomic.Pointer[cacheTable]
+	mu  sync.Mutex // inserts and sweeps
+	_   [48]byte   // keep neighbouring shards off one cache line
 }
 
-func (c *statsCache) shard(id string) *cacheShard {
-	return &c.shards[xxhash.Sum64String(id)%cacheShards]
+// cacheTable is an open-addressing hash table with linear probing, at
+// most half full, so that a probe always ends at an empty slot. A slot,
+// once set, keeps its entry for the table's life; removing an entry
+// publishes a new table.
+type cacheTable struct {
+	slots []atomic.Pointer[cacheEntry]
+	mask  uint64
+	used  int // entries stored; guarded by the shard's mu
 }
+
+func newCacheTable(entries int) *cacheTable {
+	n := minTableSlots
+	for n < 2*entries+2 {
+		n *= 2
+	}
+	return &cacheTable{slots: make([]atomic.Pointer[cacheEntry], n), mask: uint64(n - 1)}
+}
+
+// find returns the entry of id (hash h), or the index of the empty slot
+// where it would go.
+func (t *cacheTable) find(id string, h uint64) (*cacheEntry, uint64) {
+	for i := (h >> cacheShardBits) & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			return nil, i
+		}
+		if e.hash == h && e.key == id {
+			return e, i
+		}
+	}
+}
+
+// add stores e, whose key the table does not hold. The shard's mu is held.
+func (t *cacheTable) add(e *cacheEntry) {
+	_, i := t.find(e.key, e.hash)
+	t.slots[i].Store(e)
+	t.used++
+}
+
+func hashID(id string) uint64 { return xxhash.Sum64String(id) }
 
 // lookup returns the entry of id.
 func (c *statsCache) lookup(id string) (*cacheEntry, bool) {
-	s := c.shard(id)
-	if e, ok := (*s.ro.Load())[id]; ok {
-		return e, true
-	}
-	s.mu.Lock()
-	e, ok := s.dirty[id]
-	s.mu.Unlock()
-	return e, ok
+	h := hashID(id)
+	e, _ := c.shards[h&(cacheShards-1)].tab.Load().find(id, h)
+	return e, e != nil
 }
 
 // insert adds e as id's entry unless id has one, and returns the entry.
 func (c *statsCache) insert(id string, e *cacheEntry) (*cacheEntry, bool) {
-	s := c.shard(id)
+	h := hashID(id)
+	s := &c.shards[h&(cacheShards-1)]
 	s.mu.Lock()
-	ro := *s.ro.Load()
-	if old, ok := ro[id]; ok {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	t := s.tab.Load()
+	if old, _ := t.find(id, h); old != nil {
 		return old, false
 	}
-	if old, ok := s.dirty[id]; ok {
-		s.mu.Unlock()
-		return old, false
+	e.key, e.hash = strings.Clone(id), h
+	if 2*(t.used+1) > len(t.slots) {
+		next := newCacheTable(t.used + 1)
+		t.each(next.add)
+		next.add(e)
+		s.tab.Store(next)
+		return e, true
 	}
-	if s.dirty == nil {
-		s.dirty = make(map[string]*cacheEntry)
-	}
-	s.dirty[strings.Clone(id)] = e
-	if len(s.dirty) >= max(16, len(ro)/8) {
-		s.promote(ro)
-	}
-	s.mu.Unlock()
+	t.add(e)
 	return e, true
 }
 
-// promote replaces ro with ro and the dirty entries. s.mu is held.
-func (s *cacheShard) promote(ro map[string]*cacheEntry) {
-	next := make(map[string]*cacheEntry, len(ro)+len(s.dirty))
-	for k, e := range ro {
-		next[k] = e
+// each calls fn with every entry of t.
+func (t *cacheTable) each(fn func(*cacheEntry)) {
+	for i := range t.slots {
+		if e := t.slots[i].Load(); e != nil {
+			fn(e)
+		}
 	}
-	for k, e := range s.dirty {
-		next[k] = e
-	}
-	s.ro.Store(&next)
-	s.dirty = nil
 }
 
 // cacheEntry is one warm item.
 type cacheEntry struct {
-	v atomic.Pointer[cacheValue]
+	key  string
+	hash uint64
+	v    atomic.Pointer[cacheValue]
 	// read is set by a read and cleared by a sweep: an entry not read
 	// between two sweeps is evicted (second chance).
 	read atomic.Bool
@@ -135,6 +169,48 @@ type cacheValue struct {
 	// nanoseconds): loaded, or the arrival of a later push that changed
 	// them.
 	current int64
+	// memo is where readers keep what they derive from this state (the
+	// HTTP API: its encoded answers).
+	memo Memo
+}
+
+// Memo is a place beside one state of a warm item where a reader keeps
+// what it derives from that state's rows and times (the HTTP API keeps
+// the item's encoded answers), so that the reads of one state derive it
+// once. It has MemoSlots slots; each holds bytes under a tag the reader
+// chooses (say, a format and a scope), and a Store under another tag
+// replaces them. Every change of the item (a push that changes it, a store
+// read) makes a new state with an empty Memo. A nil *Memo holds nothing
+// and keeps nothing. Safe for concurrent use: what Load returns must not
+// be modified.
+type Memo struct {
+	slots [MemoSlots]atomic.Pointer[memoBytes]
+}
+
+// MemoSlots is the number of slots of a Memo.
+const MemoSlots = 2
+
+type memoBytes struct {
+	tag uint64
+	b   []byte
+}
+
+// Load returns the bytes of slot kept under tag.
+func (m *Memo) Load(slot int, tag uint64) ([]byte, bool) {
+	if m == nil {
+		return nil, false
+	}
+	if p := m.slots[slot].Load(); p != nil && p.tag == tag {
+		return p.b, true
+	}
+	return nil, false
+}
+
+// Store keeps b in slot under tag; b must not be modified afterwards.
+func (m *Memo) Store(slot int, tag uint64, b []byte) {
+	if m != nil {
+		m.slots[slot].Store(&memoBytes{tag: tag, b: b})
+	}
 }
 
 // newStatsCache returns a cache of at most entries items whose values are
@@ -143,36 +219,35 @@ type cacheValue struct {
 func newStatsCache(entries int, ttl, ttlPushed time.Duration) *statsCache {
 	c := &statsCache{ttl: ttl, ttlPushed: max(ttl, ttlPushed), limit: max(1, entries)}
 	for i := range c.shards {
-		empty := map[string]*cacheEntry{}
-		c.shards[i].ro.Store(&empty)
+		c.shards[i].tab.Store(newCacheTable(0))
 	}
 	return c
 }
 
-// get returns the rows of id, and when they were last known current, if
-// its last store read is younger than ttl, or than ttlPushed while the
-// push feed is whole and has had no gap since.
-func (c *statsCache) get(id string, now time.Time) ([]engagement.Stats, time.Time, bool) {
+// get returns the state of id (its rows, when they were last known
+// current) if its last store read is younger than ttl, or than ttlPushed
+// while the push feed is whole and has had no gap since; now is in Unix
+// nanoseconds.
+func (c *statsCache) get(id string, now int64) (*cacheValue, bool) {
 	if c.ttl == 0 {
-		return nil, time.Time{}, false
+		return nil, false
 	}
 	e, ok := c.lookup(id)
 	if !ok {
-		return nil, time.Time{}, false
+		return nil, false
 	}
 	v := e.v.Load()
-	n := now.UnixNano()
 	ttl := c.ttl
-	if v.epoch == c.epoch.Load() && n < c.pushedUntil.Load() {
+	if v.epoch == c.epoch.Load() && now < c.pushedUntil.Load() {
 		ttl = c.ttlPushed
 	}
-	if v.loaded == 0 || n-v.loaded >= int64(ttl) {
-		return nil, time.Time{}, false
+	if v.loaded == 0 || now-v.loaded >= int64(ttl) {
+		return nil, false
 	}
 	if !e.read.Load() {
 		e.read.Store(true)
 	}
-	return v.rows, time.Unix(0, v.current), true
+	return v, true
 }
 
 // expect makes id warm before its store read begins, so that a push that
@@ -197,15 +272,16 @@ func (c *statsCache) expect(id string) {
 
 // put records rows, read from the store by a read that began at start in
 // epoch, as id's, keeping any newer row a push brought meanwhile, and
-// returns the rows id has now and when they were last known current.
-func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, epoch uint64) ([]engagement.Stats, time.Time) {
+// returns the rows id has now, when they were last known current and the
+// state's memo (nil when the cache does not keep id).
+func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, epoch uint64) ([]engagement.Stats, time.Time, *Memo) {
 	if c.ttl == 0 {
-		return rows, start
+		return rows, start, nil
 	}
 	c.expect(id)
 	e, ok := c.lookup(id)
 	if !ok {
-		return rows, start // evicted meanwhile
+		return rows, start, nil // evicted meanwhile
 	}
 	for {
 		old := e.v.Load()
@@ -216,7 +292,7 @@ func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, ep
 		}
 		next.current = max(old.current, next.loaded)
 		if e.v.CompareAndSwap(old, next) {
-			return merged, time.Unix(0, next.current)
+			return merged, time.Unix(0, next.current), &next.memo
 		}
 	}
 }
@@ -294,32 +370,36 @@ func mergeRows(old, in []engagement.Stats) ([]engagement.Stats, int) {
 
 // sweep evicts entries not read since the last sweep until the cache is
 // back under 90% of its limit; if every entry was read, arbitrary ones. One
-// goroutine sweeps at a time; the others go on.
+// goroutine sweeps at a time; the others go on, and reads never wait.
 func (c *statsCache) sweep() {
 	if !c.sweeping.TryLock() {
 		return
 	}
 	defer c.sweeping.Unlock()
 	target := int64(c.limit) * 9 / 10
+	var kept []*cacheEntry
 	for pass := 0; pass < 2 && c.n.Load() > target; pass++ {
 		for i := range c.shards {
 			s := &c.shards[i]
 			s.mu.Lock()
-			s.promote(*s.ro.Load())
-			next := *s.ro.Load()
-			kept := make(map[string]*cacheEntry, len(next))
-			for k, e := range next {
+			kept = kept[:0]
+			s.tab.Load().each(func(e *cacheEntry) {
 				if (pass == 0 && e.read.Swap(false)) || c.n.Load() <= target {
-					kept[k] = e
-					continue
+					kept = append(kept, e)
+					return
 				}
 				c.n.Add(-1)
 				c.evicted.Add(1)
+			})
+			next := newCacheTable(len(kept))
+			for _, e := range kept {
+				next.add(e)
 			}
-			s.ro.Store(&kept)
+			s.tab.Store(next)
 			s.mu.Unlock()
 		}
 	}
+	clear(kept)
 }
 
 // len returns the number of warm items.

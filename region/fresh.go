@@ -156,6 +156,12 @@ type CountRead struct {
 	// AsOf is the time the answer reflects: Stored for an eventual read,
 	// the time the held deltas were collected for a fresh one.
 	AsOf time.Time
+	// Memo, when not nil, is the slot of the item's current cached state
+	// (Rows, Stored and AsOf of an eventual read): what a caller derives
+	// from those and keeps there is reused by the reads of the same state
+	// (the HTTP API keeps its encoded answers). Nil for a fresh read and
+	// for an item the cache does not keep.
+	Memo *Memo
 }
 
 // ReadInfo says what a read reached.
@@ -205,15 +211,17 @@ func (a *Agent) ReadCounts(ctx context.Context, ids []string, mode Consistency, 
 		return ReadInfo{}, fmt.Errorf("cannot read counts: %d destinations for %d ids", len(dst), len(ids))
 	}
 	now := a.now()
+	nowNano := now.UnixNano()
 	missing := 0
 	for i, id := range ids {
-		rows, at, ok := a.cache.get(id, now)
+		v, ok := a.cache.get(id, nowNano)
 		if !ok {
 			missing++
 			dst[i] = CountRead{}
 			continue
 		}
-		dst[i] = CountRead{Rows: rows, Stored: at, AsOf: at}
+		at := time.Unix(0, v.current)
+		dst[i] = CountRead{Rows: v.rows, Stored: at, AsOf: at, Memo: &v.memo}
 	}
 	a.stats.CacheHits.Add(uint64(len(ids) - missing))
 	if missing > 0 {
@@ -247,8 +255,8 @@ func (a *Agent) readMissing(ctx context.Context, ids []string, dst []CountRead, 
 			continue
 		}
 		a.noteProgress(got[id])
-		rows, at := a.cache.put(id, got[id], start, epoch)
-		dst[i] = CountRead{Rows: rows, Stored: at, AsOf: at}
+		rows, at, memo := a.cache.put(id, got[id], start, epoch)
+		dst[i] = CountRead{Rows: rows, Stored: at, AsOf: at, Memo: memo}
 	}
 	return nil
 }
@@ -286,6 +294,7 @@ func (a *Agent) addHeld(ctx context.Context, ids []string, dst []CountRead) Read
 		}
 		dst[i].Rows = MergeHeld(dst[i].Rows, id, scratch)
 		dst[i].AsOf = asOf
+		dst[i].Memo = nil
 	}
 	info.Now = a.now()
 	return info

@@ -159,11 +159,14 @@ func (a *Agent) ApplyPush(part uint32, sender, seq uint64, written time.Time, ro
 // store and allocates nothing. Rows handed out are shared and must not be
 // modified. On false, Counts reads what is missing.
 func (a *Agent) WarmCounts(ids []string, dst [][]engagement.Stats) bool {
-	now := a.now()
+	now := a.now().UnixNano()
 	all := true
 	for i, id := range ids {
-		rows, _, ok := a.cache.get(id, now)
-		dst[i] = rows
+		v, ok := a.cache.get(id, now)
+		dst[i] = nil
+		if ok {
+			dst[i] = v.rows
+		}
 		all = all && ok
 	}
 	return all

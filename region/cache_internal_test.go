@@ -1,0 +1,109 @@
+package region
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgecount/edgecount/engagement"
+)
+
+// TestCacheTableGrowsAndFinds: inserts past many growths of the shards'
+// tables keep every entry findable, at most half of any table's slots in
+// use, and an entry inserted twice once.
+func TestCacheTableGrowsAndFinds(t *testing.T) {
+	const n = 20_000
+	c := newStatsCache(2*n, time.Hour, 0)
+	for i := range n {
+		c.expect(fmt.Sprintf("item-%d", i))
+	}
+	c.expect("item-7") // already warm
+	if got := c.len(); got != n {
+		t.Fatalf("len = %d, want %d", got, n)
+	}
+	for i := range n {
+		id := fmt.Sprintf("item-%d", i)
+		if e, ok := c.lookup(id); !ok || e.key != id {
+			t.Fatalf("lookup(%q) = %v, %v", id, e, ok)
+		}
+	}
+	if _, ok := c.lookup("item-absent"); ok {
+		t.Fatal("an id never inserted was found")
+	}
+	total := 0
+	for i := range c.shards {
+		tab := c.shards[i].tab.Load()
+		if 2*tab.used > len(tab.slots) {
+			t.Fatalf("shard %d: %d entries in %d slots", i, tab.used, len(tab.slots))
+		}
+		total += tab.used
+	}
+	if total != n {
+		t.Fatalf("tables hold %d entries, want %d", total, n)
+	}
+}
+
+// TestCacheConcurrentReadsInsertsSweeps runs readers beside goroutines that
+// insert, fill and evict (the limit is far below the ids read), under
+// -race: reads take no lock, so this is what checks that the tables are
+// published safely. Afterwards the count of entries matches the tables and
+// every value read was the one stored for its id.
+func TestCacheConcurrentReadsInsertsSweeps(t *testing.T) {
+	const ids = 3000
+	c := newStatsCache(300, time.Hour, 0)
+	name := func(i int) string { return fmt.Sprintf("v%d", i%ids) }
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ; i += 7 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := name(i)
+				c.put(id, []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope, Likes: 1}}, time.Now(), c.epoch.Load())
+			}
+		}()
+	}
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := name(i * 13)
+				if v, ok := c.get(id, time.Now().UnixNano()); ok && len(v.rows) == 1 && v.rows[0].ContentID != id {
+					errs <- fmt.Errorf("get(%q) answered the rows of %q", id, v.rows[0].ContentID)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	total := 0
+	for i := range c.shards {
+		total += c.shards[i].tab.Load().used
+	}
+	if int64(total) != c.n.Load() {
+		t.Fatalf("tables hold %d entries, the count says %d", total, c.n.Load())
+	}
+	if c.evicted.Load() == 0 {
+		t.Fatal("no sweep ran")
+	}
+}
