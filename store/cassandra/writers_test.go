@@ -68,7 +68,7 @@ func TestSettleFindsTokenAfterUndo(t *testing.T) {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := s.settle(lctx, "u", "c", context.DeadlineExceeded, func(c engagement.Reaction, f bool) outcome {
-		return decideInsert(r, r.Token, c, f)
+		return decideInsert(r, r.Token, nil, c, f)
 	})
 	if err != nil || !res.applied {
 		t.Fatalf("settle of the undone insert = %+v, %v; want applied", res, err)
