@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
@@ -179,7 +180,7 @@ func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID strin
 // inside the append's apply so that a checkpoint never sees the record
 // without the registration.
 func (a *Agent) logIntent(ctx context.Context, in *intent, kc *keyClaim) (*pendingIntent, error) {
-	pi := &pendingIntent{payload: wrapIntent(kc, appendIntent(nil, in)), in: *in, since: time.Now(), key: kc}
+	pi := &pendingIntent{payload: wrapIntent(kc, appendIntent(nil, in)), in: *in, since: time.Now(), key: kc, owned: true}
 	d := a.log
 	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), pi.payload, func(i uint64) {
 		d.mu.Lock()
@@ -214,6 +215,7 @@ func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolu
 		c := *rs
 		c.deltas = append([]Delta(nil), rs.deltas...)
 		pi.decided = &c
+		pi.owned = false // the flusher appends it
 		d.mu.Unlock()
 		return fmt.Errorf("cannot log reaction outcome (it is kept and counted once later): %w", a.mapLogErr(err))
 	}
@@ -223,12 +225,13 @@ func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolu
 // resolveAfterError decides an intent whose compare-and-set answered an
 // error by settle (the row's writers, or the same compare-and-set sent
 // again when the row is unchanged: the store may have failed to settle the
-// lost answer itself); if that fails too the intent stays pending for the
-// flusher or the next start.
+// lost answer itself); if that fails too the intent stays pending, and the
+// flusher settles it from then on (retryPending).
 func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
 	rs, err := a.settle(ctx, &pi.in)
 	if err != nil {
 		a.logger.Warn("reaction outcome unknown; kept in the log and settled later", "user", pi.in.user, "content", pi.in.content, "err", err)
+		a.releasePending(pi)
 		return
 	}
 	if err := a.logResolution(ctx, pi, &rs); err != nil {
@@ -236,44 +239,84 @@ func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
 	}
 }
 
+// releasePending hands an intent that its owner could not decide to the
+// flusher's retries, the next one after a pause that doubles with each
+// failure (pendingRetryMin to pendingRetryMax).
+func (a *Agent) releasePending(pi *pendingIntent) {
+	d := a.log
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	wait := pendingRetryMin << min(pi.retries, 8)
+	pi.retries++
+	pi.retryAt = time.Now().Add(min(wait, pendingRetryMax))
+	pi.owned = false
+}
+
 // retryPending runs in the flusher: it appends the resolutions that could
-// not be appended, and settles intents left unknown, so that a run that
-// lasts does not carry them forever.
+// not be appended, and settles the intents that their reactions left
+// undecided, as soon as they did (a reaction owns its intent until it
+// returns, so no intent is ever settled twice at once: two settles could
+// each count it). Oldest first, within a time budget per flush.
+//
+// A change whose outcome was left open can apply later: Cassandra
+// completes an accepted Paxos proposal at the row's next serial read or
+// write, possibly after a data centre's outage. Its delta must follow
+// within the recount's Quiet (docs/recount.md, assumption A), or a repair
+// of the item meanwhile counts it twice; so the retries are frequent
+// (pendingRetryMax), not once a minute.
 func (a *Agent) retryPending(ctx context.Context) {
 	d := a.log
+	now := time.Now()
 	d.mu.Lock()
 	var todo []*pendingIntent
 	for _, pi := range d.pending {
-		if pi.decided != nil || time.Since(pi.since) > pendingSettleAfter {
+		if !pi.owned && (pi.decided != nil || !now.Before(pi.retryAt)) {
 			todo = append(todo, pi)
 		}
 	}
 	d.mu.Unlock()
+	slices.SortFunc(todo, func(x, y *pendingIntent) int { return x.since.Compare(y.since) })
+	budget := max(a.cfg.FlushInterval, pendingRetryBudget)
 	for _, pi := range todo {
+		if time.Since(now) > budget {
+			break
+		}
 		d.mu.Lock()
-		rs := pi.decided
 		_, still := d.pending[pi.in.id]
+		claimed := still && !pi.owned
+		if claimed {
+			pi.owned = true
+		}
+		rs := pi.decided
 		d.mu.Unlock()
-		if !still {
+		if !claimed {
 			continue
 		}
 		if rs == nil {
 			r, err := a.settle(ctx, &pi.in)
 			if err != nil {
+				a.releasePending(pi)
 				continue
 			}
 			rs = &r
 		}
 		if err := a.logResolution(ctx, pi, rs); err != nil {
-			return
+			return // kept as decided; the next flush appends it
 		}
 	}
 }
 
-// pendingSettleAfter is how long an intent may wait for its store call
-// before the flusher settles it from the row. It must exceed the store's
-// longest call (Cassandra: twice its timeout for a settle).
-const pendingSettleAfter = time.Minute
+const (
+	// pendingRetryMin and pendingRetryMax bound the pause between the
+	// flusher's settles of one undecided intent; the maximum is well below
+	// the recount's Quiet (30 s by default).
+	pendingRetryMin = 250 * time.Millisecond
+	pendingRetryMax = 4 * time.Second
+	// pendingRetryBudget bounds the time one flush spends settling
+	// intents (at least the flush interval), so that an outage with many
+	// undecided intents does not hold the flush of everything else.
+	pendingRetryBudget = 250 * time.Millisecond
+)
 
 // newIncarnation returns a random non-zero incarnation for a new row.
 func newIncarnation() uint64 {
