@@ -187,11 +187,30 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 		toBigints([]uint64{token}))
 	// A settled outcome is not retried: its row may be this insert's,
 	// undone by a competitor since.
-	for range maxRevives {
+	for i := range maxRevives {
 		if err != nil || res.applied || res.settled || !res.found || res.cur.Action != engagement.ActionNone {
 			break
 		}
 		marker := res.cur
+		if i > 0 {
+			// A failed revive reports only the columns of its condition:
+			// read the marker's writers, which the revive must extend (a
+			// list started afresh would drop the tokens of the writes
+			// before, and their settles would take them as not applied).
+			cur, found, rerr := s.readReaction(ctx, s.serialCons, r.UserID, r.ContentID)
+			if rerr != nil {
+				res, err = casResult{}, rerr
+				break
+			}
+			if !found || cur.Action != engagement.ActionNone {
+				res = casResult{cur: cur, found: found}
+				break
+			}
+			marker = cur
+		}
+		if s.beforeRevive != nil {
+			s.beforeRevive(i)
+		}
 		res, err = s.lwt(ctx, r.UserID, r.ContentID, decide(&marker),
 			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 			toBigints(engagement.NextWriters(marker.Writers, token)),

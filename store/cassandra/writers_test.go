@@ -80,3 +80,50 @@ func TestSettleFindsTokenAfterUndo(t *testing.T) {
 		t.Fatalf("settle of a competing undo = %+v, %v; want settled, not applied", res, err)
 	}
 }
+
+// TestReviveKeepsWriters: a revive that loses to a competitor's change of
+// the marker tries the new marker, and extends that marker's writers, not
+// a list started afresh (a failed revive reports only its condition's
+// columns): the tokens of the writes before stay, so their settles still
+// find them.
+func TestReviveKeepsWriters(t *testing.T) {
+	_, s := testKeyspace(t)
+	ctx := t.Context()
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu", Version: 1,
+		Incarnation: 3, UpdatedAt: time.Now(), Token: 1001}
+	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+		t.Fatalf("InsertReaction = %v, %v", ok, err)
+	}
+	cur, _, err := s.GetReaction(ctx, "u", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Token = 1002
+	if ok, err := s.DeleteReaction(ctx, cur); err != nil || !ok {
+		t.Fatalf("DeleteReaction = %v, %v", ok, err)
+	}
+	s.beforeRevive = func(attempt int) {
+		if attempt != 0 {
+			return
+		}
+		// A competitor changes the marker between the insert's first try
+		// and its revive: a fence, which keeps the writers.
+		cur, found, err := s.readReaction(ctx, s.serialCons, "u", "c")
+		if err != nil || !found {
+			t.Errorf("marker = %+v, %v, %v", cur, found, err)
+			return
+		}
+		if fenced, _, _, err := s.fence(ctx, "u", "c", cur, found); err != nil || !fenced {
+			t.Errorf("fence = %v, %v", fenced, err)
+		}
+	}
+	next := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionDislike, Region: "eu", Version: 1,
+		Incarnation: 4, UpdatedAt: time.Now(), Token: 1003}
+	if ok, err := s.InsertReaction(ctx, next); err != nil || !ok {
+		t.Fatalf("InsertReaction over the fenced marker = %v, %v", ok, err)
+	}
+	got, found, err := s.GetReaction(ctx, "u", "c")
+	if err != nil || !found || got.Incarnation != 4 || !slices.Equal(got.Writers, []uint64{1001, 1002, 1003}) {
+		t.Fatalf("row = %+v (found %v, %v); want writers [1001 1002 1003]", got, found, err)
+	}
+}
