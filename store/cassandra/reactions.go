@@ -208,6 +208,14 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 			}
 			marker = cur
 		}
+		if marker.WrittenBy(token) {
+			// The marker's writers name this very write: sent again (an
+			// agent's redo of a lost answer), it applied before and was
+			// undone since. Applying it again would revive an undone
+			// reaction and count it twice.
+			res = casResult{applied: true, settled: true}
+			break
+		}
 		if s.beforeRevive != nil {
 			s.beforeRevive(i)
 		}

@@ -127,3 +127,37 @@ func TestReviveKeepsWriters(t *testing.T) {
 		t.Fatalf("row = %+v (found %v, %v); want writers [1001 1002 1003]", got, found, err)
 	}
 }
+
+// TestRepeatedInsertNotRevived: an insert sent again with the token of a
+// write that applied and was undone since (an agent's redo after a lost
+// answer, from a row read before the undo) reports applied and changes
+// nothing: reviving the undone reaction would count it twice.
+func TestRepeatedInsertNotRevived(t *testing.T) {
+	_, s := testKeyspace(t)
+	ctx := t.Context()
+	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu", Version: 1,
+		Incarnation: 3, UpdatedAt: time.Now(), Token: 2001}
+	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+		t.Fatalf("InsertReaction = %v, %v", ok, err)
+	}
+	cur, _, err := s.GetReaction(ctx, "u", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Token = 2002
+	if ok, err := s.DeleteReaction(ctx, cur); err != nil || !ok {
+		t.Fatalf("DeleteReaction = %v, %v", ok, err)
+	}
+	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+		t.Fatalf("the repeated insert = %v, %v; want true (it applied before)", ok, err)
+	}
+	got, found, err := s.GetReaction(ctx, "u", "c")
+	if err != nil || found {
+		t.Fatalf("row = %+v (found %v, %v); want the undo's marker", got, found, err)
+	}
+	// A new write over the marker still applies.
+	r.Token, r.Incarnation = 2003, 4
+	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+		t.Fatalf("a new insert over the marker = %v, %v", ok, err)
+	}
+}
