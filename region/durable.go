@@ -124,6 +124,9 @@ type durable struct {
 
 	mu      sync.Mutex
 	pending map[uint64]*pendingIntent // by intent id
+	// settling is set while the background settler of pending intents
+	// runs (see retryPending).
+	settling atomic.Bool
 }
 
 // pendingIntent is an intent in the intake log without a resolution.

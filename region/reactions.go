@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
@@ -252,11 +253,15 @@ func (a *Agent) releasePending(pi *pendingIntent) {
 	pi.owned = false
 }
 
-// retryPending runs in the flusher: it appends the resolutions that could
-// not be appended, and settles the intents that their reactions left
-// undecided, as soon as they did (a reaction owns its intent until it
-// returns, so no intent is ever settled twice at once: two settles could
-// each count it). Oldest first, within a time budget per flush.
+// retryPending runs in the flusher: it starts the settler of pending
+// intents, unless it runs already or the flusher stops (the intents stay in
+// the log; the next start settles them). The settler appends the
+// resolutions that could not be appended, and settles the intents that
+// their reactions left undecided, as soon as they did (a reaction owns its
+// intent until it returns, so no intent is ever settled twice at once: two
+// settles could each count it), oldest first, pendingSettlers at a time.
+// It runs beside the flushes, which it never holds up, until no intent is
+// due.
 //
 // A change whose outcome was left open can apply later: Cassandra
 // completes an accepted Paxos proposal at the row's next serial read or
@@ -265,44 +270,92 @@ func (a *Agent) releasePending(pi *pendingIntent) {
 // of the item meanwhile counts it twice; so the retries are frequent
 // (pendingRetryMax), not once a minute.
 func (a *Agent) retryPending(ctx context.Context) {
+	f := a.flusher
+	select {
+	case <-f.stopFlush:
+		return
+	default:
+	}
+	if !a.log.settling.CompareAndSwap(false, true) {
+		return
+	}
+	f.wg.Go(func() {
+		defer a.log.settling.Store(false)
+		for a.settleDue(ctx, f.stopFlush) {
+		}
+	})
+}
+
+// settleDue settles the intents that are due, and reports whether there
+// were any and the flusher is not stopping.
+func (a *Agent) settleDue(ctx context.Context, stop <-chan struct{}) bool {
 	d := a.log
 	now := time.Now()
 	d.mu.Lock()
 	var todo []*pendingIntent
 	for _, pi := range d.pending {
-		if !pi.owned && (pi.decided != nil || !now.Before(pi.retryAt)) {
+		if !pi.owned && !now.Before(pi.retryAt) {
+			pi.owned = true
 			todo = append(todo, pi)
 		}
 	}
 	d.mu.Unlock()
+	if len(todo) == 0 {
+		return false
+	}
 	slices.SortFunc(todo, func(x, y *pendingIntent) int { return x.since.Compare(y.since) })
-	budget := max(a.cfg.FlushInterval, pendingRetryBudget)
-	for _, pi := range todo {
-		if time.Since(now) > budget {
-			break
-		}
-		d.mu.Lock()
-		_, still := d.pending[pi.in.id]
-		claimed := still && !pi.owned
-		if claimed {
-			pi.owned = true
-		}
-		rs := pi.decided
-		d.mu.Unlock()
-		if !claimed {
-			continue
-		}
-		if rs == nil {
-			r, err := a.settle(ctx, &pi.in)
-			if err != nil {
-				a.releasePending(pi)
-				continue
+	next := make(chan *pendingIntent)
+	var wg sync.WaitGroup
+	for range min(pendingSettlers, len(todo)) {
+		wg.Go(func() {
+			for pi := range next {
+				a.settleOne(ctx, pi)
 			}
-			rs = &r
+		})
+	}
+	stopped := false
+	for i, pi := range todo {
+		select {
+		case next <- pi:
+			continue
+		case <-stop:
 		}
-		if err := a.logResolution(ctx, pi, rs); err != nil {
-			return // kept as decided; the next flush appends it
+		// Stopping: hand the rest back (the next start settles them).
+		stopped = true
+		d.mu.Lock()
+		for _, p := range todo[i:] {
+			p.owned = false
 		}
+		d.mu.Unlock()
+		break
+	}
+	close(next)
+	wg.Wait()
+	return !stopped
+}
+
+// settleOne decides an intent the settler owns and logs its resolution;
+// if it cannot, it hands the intent back for a later try.
+func (a *Agent) settleOne(ctx context.Context, pi *pendingIntent) {
+	d := a.log
+	d.mu.Lock()
+	_, still := d.pending[pi.in.id]
+	rs := pi.decided
+	d.mu.Unlock()
+	if !still {
+		return
+	}
+	if rs == nil {
+		r, err := a.settle(ctx, &pi.in)
+		if err != nil {
+			a.releasePending(pi)
+			return
+		}
+		rs = &r
+	}
+	if err := a.logResolution(ctx, pi, rs); err != nil {
+		// The outcome is kept as decided; a later round appends it.
+		a.releasePending(pi)
 	}
 }
 
@@ -312,10 +365,9 @@ const (
 	// the recount's Quiet (30 s by default).
 	pendingRetryMin = 250 * time.Millisecond
 	pendingRetryMax = 4 * time.Second
-	// pendingRetryBudget bounds the time one flush spends settling
-	// intents (at least the flush interval), so that an outage with many
-	// undecided intents does not hold the flush of everything else.
-	pendingRetryBudget = 250 * time.Millisecond
+	// pendingSettlers is how many intents the settler decides at once
+	// (each a read and maybe a compare-and-set across data centres).
+	pendingSettlers = 8
 )
 
 // newIncarnation returns a random non-zero incarnation for a new row.
