@@ -1093,10 +1093,11 @@ func runDCStop(t *testing.T, r *rowRun) {
 	// A DC restart takes minutes on a loaded machine (259 s and 293 s in
 	// one run for a 15 s stop), and the rollups' backlog of that outage and
 	// the agents' reactions left open by it (a 503 each) take more: wait,
-	// under load, until the rollups have consumed the hub stream and the
-	// agents hold no more open reactions than the load has in flight, so
-	// that the drain judges a system that caught up rather than its
-	// backlog. Bounded: not caught up in time fails the row.
+	// under load and bounded, until the rollups have consumed the hub
+	// stream and the agents hold no more open reactions than the load has
+	// in flight, so that the drain judges a system that caught up rather
+	// than its backlog. Not caught up in time is noted with the backlog;
+	// the drain's verdict then fails the row.
 	caughtUp := time.Now()
 	stream := strings.ToUpper(s.run)
 	js := jsClient(t, s.b.hubURL())
@@ -1118,15 +1119,16 @@ func runDCStop(t *testing.T, r *rowRun) {
 		return backlog <= uint64(faultPartitions) && open <= float64(defaultLoadConfig().users)
 	}
 	ok := false
-	for deadline := time.Now().Add(r.pick(10*time.Minute, 8*time.Minute)); !ok && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(r.pick(8*time.Minute, 5*time.Minute)); !ok && time.Now().Before(deadline); {
 		if ok = caught(); !ok {
 			time.Sleep(2 * time.Second)
 		}
 	}
-	if !ok {
-		t.Errorf("the system did not catch up after the DC outages: %s", state)
+	if ok {
+		r.note("caught up %.0f s after dc1's return (%s)", time.Since(caughtUp).Seconds(), state)
+	} else {
+		r.note("not caught up %.0f s after dc1's return: %s", time.Since(caughtUp).Seconds(), state)
 	}
-	r.note("caught up %.0f s after dc1's return (%s)", time.Since(caughtUp).Seconds(), state)
 	// How the reactions whose outcome the outages left open were decided,
 	// and what the recount job did meanwhile: the evidence for a count
 	// that differs from the rows.
