@@ -360,11 +360,13 @@ func (a *Agent) settleOne(ctx context.Context, pi *pendingIntent) {
 }
 
 const (
-	// pendingRetryMin and pendingRetryMax bound the pause between the
-	// flusher's settles of one undecided intent; the maximum is well below
+	// pendingRetryMin and pendingRetryMax bound the pause before each of
+	// the settler's tries of one undecided intent: long enough that a
+	// settle (which may send the write again) does not crowd the user's own
+	// next tries, short enough that a delta follows its change well within
 	// the recount's Quiet (30 s by default).
-	pendingRetryMin = 250 * time.Millisecond
-	pendingRetryMax = 4 * time.Second
+	pendingRetryMin = 2 * time.Second
+	pendingRetryMax = 5 * time.Second
 	// pendingSettlers is how many intents the settler decides at once
 	// (each a read and maybe a compare-and-set across data centres).
 	pendingSettlers = 8
