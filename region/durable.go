@@ -124,6 +124,9 @@ type durable struct {
 
 	mu      sync.Mutex
 	pending map[uint64]*pendingIntent // by intent id
+	// settling is set while the background settler of pending intents
+	// runs (see retryPending).
+	settling atomic.Bool
 }
 
 // pendingIntent is an intent in the intake log without a resolution.
@@ -135,6 +138,14 @@ type pendingIntent struct {
 	// could not be appended; the flusher retries it.
 	decided *resolution
 	since   time.Time // when the intent was logged (this run)
+	// owned is set while one goroutine decides the intent (the reaction
+	// that logged it, then the flusher's retries one at a time): only the
+	// owner settles it and logs its resolution. Guarded by durable.mu.
+	owned bool
+	// retryAt and retries pace the flusher's settles of an intent its
+	// reaction could not decide (see retryPending). Guarded by durable.mu.
+	retryAt time.Time
+	retries int
 	// key is the idempotency key of a keyed reaction (its record starts
 	// with it); nil otherwise.
 	key *keyClaim

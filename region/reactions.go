@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
@@ -179,7 +181,7 @@ func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID strin
 // inside the append's apply so that a checkpoint never sees the record
 // without the registration.
 func (a *Agent) logIntent(ctx context.Context, in *intent, kc *keyClaim) (*pendingIntent, error) {
-	pi := &pendingIntent{payload: wrapIntent(kc, appendIntent(nil, in)), in: *in, since: time.Now(), key: kc}
+	pi := &pendingIntent{payload: wrapIntent(kc, appendIntent(nil, in)), in: *in, since: time.Now(), key: kc, owned: true}
 	d := a.log
 	_, err := d.intake.AppendApply(context.WithoutCancel(ctx), pi.payload, func(i uint64) {
 		d.mu.Lock()
@@ -214,6 +216,7 @@ func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolu
 		c := *rs
 		c.deltas = append([]Delta(nil), rs.deltas...)
 		pi.decided = &c
+		pi.owned = false // the flusher appends it
 		d.mu.Unlock()
 		return fmt.Errorf("cannot log reaction outcome (it is kept and counted once later): %w", a.mapLogErr(err))
 	}
@@ -223,12 +226,13 @@ func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolu
 // resolveAfterError decides an intent whose compare-and-set answered an
 // error by settle (the row's writers, or the same compare-and-set sent
 // again when the row is unchanged: the store may have failed to settle the
-// lost answer itself); if that fails too the intent stays pending for the
-// flusher or the next start.
+// lost answer itself); if that fails too the intent stays pending, and the
+// flusher settles it from then on (retryPending).
 func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
 	rs, err := a.settle(ctx, &pi.in)
 	if err != nil {
 		a.logger.Warn("reaction outcome unknown; kept in the log and settled later", "user", pi.in.user, "content", pi.in.content, "err", err)
+		a.releasePending(pi)
 		return
 	}
 	if err := a.logResolution(ctx, pi, &rs); err != nil {
@@ -236,44 +240,137 @@ func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
 	}
 }
 
-// retryPending runs in the flusher: it appends the resolutions that could
-// not be appended, and settles intents left unknown, so that a run that
-// lasts does not carry them forever.
-func (a *Agent) retryPending(ctx context.Context) {
+// releasePending hands an intent that its owner could not decide to the
+// flusher's retries, the next one after a pause that doubles with each
+// failure (pendingRetryMin to pendingRetryMax).
+func (a *Agent) releasePending(pi *pendingIntent) {
 	d := a.log
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	wait := pendingRetryMin << min(pi.retries, 8)
+	pi.retries++
+	pi.retryAt = time.Now().Add(min(wait, pendingRetryMax))
+	pi.owned = false
+}
+
+// retryPending runs in the flusher: it starts the settler of pending
+// intents, unless it runs already or the flusher stops (the intents stay in
+// the log; the next start settles them). The settler appends the
+// resolutions that could not be appended, and settles the intents that
+// their reactions left undecided, as soon as they did (a reaction owns its
+// intent until it returns, so no intent is ever settled twice at once: two
+// settles could each count it), oldest first, pendingSettlers at a time.
+// It runs beside the flushes, which it never holds up, until no intent is
+// due.
+//
+// A change whose outcome was left open can apply later: Cassandra
+// completes an accepted Paxos proposal at the row's next serial read or
+// write, possibly after a data centre's outage. Its delta must follow
+// within the recount's Quiet (docs/recount.md, assumption A), or a repair
+// of the item meanwhile counts it twice; so the retries are frequent
+// (pendingRetryMax), not once a minute.
+func (a *Agent) retryPending(ctx context.Context) {
+	f := a.flusher
+	select {
+	case <-f.stopFlush:
+		return
+	default:
+	}
+	if !a.log.settling.CompareAndSwap(false, true) {
+		return
+	}
+	f.wg.Go(func() {
+		defer a.log.settling.Store(false)
+		for a.settleDue(ctx, f.stopFlush) {
+		}
+	})
+}
+
+// settleDue settles the intents that are due, and reports whether there
+// were any and the flusher is not stopping.
+func (a *Agent) settleDue(ctx context.Context, stop <-chan struct{}) bool {
+	d := a.log
+	now := time.Now()
 	d.mu.Lock()
 	var todo []*pendingIntent
 	for _, pi := range d.pending {
-		if pi.decided != nil || time.Since(pi.since) > pendingSettleAfter {
+		if !pi.owned && !now.Before(pi.retryAt) {
+			pi.owned = true
 			todo = append(todo, pi)
 		}
 	}
 	d.mu.Unlock()
-	for _, pi := range todo {
-		d.mu.Lock()
-		rs := pi.decided
-		_, still := d.pending[pi.in.id]
-		d.mu.Unlock()
-		if !still {
-			continue
-		}
-		if rs == nil {
-			r, err := a.settle(ctx, &pi.in)
-			if err != nil {
-				continue
+	if len(todo) == 0 {
+		return false
+	}
+	slices.SortFunc(todo, func(x, y *pendingIntent) int { return x.since.Compare(y.since) })
+	next := make(chan *pendingIntent)
+	var wg sync.WaitGroup
+	for range min(pendingSettlers, len(todo)) {
+		wg.Go(func() {
+			for pi := range next {
+				a.settleOne(ctx, pi)
 			}
-			rs = &r
+		})
+	}
+	stopped := false
+	for i, pi := range todo {
+		select {
+		case next <- pi:
+			continue
+		case <-stop:
 		}
-		if err := a.logResolution(ctx, pi, rs); err != nil {
+		// Stopping: hand the rest back (the next start settles them).
+		stopped = true
+		d.mu.Lock()
+		for _, p := range todo[i:] {
+			p.owned = false
+		}
+		d.mu.Unlock()
+		break
+	}
+	close(next)
+	wg.Wait()
+	return !stopped
+}
+
+// settleOne decides an intent the settler owns and logs its resolution;
+// if it cannot, it hands the intent back for a later try.
+func (a *Agent) settleOne(ctx context.Context, pi *pendingIntent) {
+	d := a.log
+	d.mu.Lock()
+	_, still := d.pending[pi.in.id]
+	rs := pi.decided
+	d.mu.Unlock()
+	if !still {
+		return
+	}
+	if rs == nil {
+		r, err := a.settle(ctx, &pi.in)
+		if err != nil {
+			a.releasePending(pi)
 			return
 		}
+		rs = &r
+	}
+	if err := a.logResolution(ctx, pi, rs); err != nil {
+		// The outcome is kept as decided; a later round appends it.
+		a.releasePending(pi)
 	}
 }
 
-// pendingSettleAfter is how long an intent may wait for its store call
-// before the flusher settles it from the row. It must exceed the store's
-// longest call (Cassandra: twice its timeout for a settle).
-const pendingSettleAfter = time.Minute
+const (
+	// pendingRetryMin and pendingRetryMax bound the pause before each of
+	// the settler's tries of one undecided intent: long enough that a
+	// settle (which may send the write again) does not crowd the user's own
+	// next tries, short enough that a delta follows its change well within
+	// the recount's Quiet (30 s by default).
+	pendingRetryMin = 2 * time.Second
+	pendingRetryMax = 5 * time.Second
+	// pendingSettlers is how many intents the settler decides at once
+	// (each a read and maybe a compare-and-set across data centres).
+	pendingSettlers = 8
+)
 
 // newIncarnation returns a random non-zero incarnation for a new row.
 func newIncarnation() uint64 {

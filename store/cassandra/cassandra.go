@@ -66,6 +66,9 @@ type Store struct {
 	buckets int
 	// lastTS is the last write timestamp handed out by writeTimestamp.
 	lastTS atomic.Int64
+	// beforeRevive, set only by tests, runs before each attempt of
+	// InsertReaction to take a marker over (a competitor's moment).
+	beforeRevive func(attempt int)
 }
 
 // Counters counts the rare events of a Store that an operator watches.

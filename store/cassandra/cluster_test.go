@@ -194,19 +194,57 @@ func indexFollowUp(ctx context.Context, s *Store, a applied) error {
 	return s.putIndex(ctx, &a.next)
 }
 
-// settleByToken decides a change whose outcome the store left unknown: a
-// serial read completes any proposal still open, and the change applied
-// iff its token is among the row's writers (no other change ran since).
-func settleByToken(ctx context.Context, s *Store, user, item string, token uint64) (bool, error) {
+// tokenLedger holds every writers list the test's writers read, to
+// decide the changes whose outcome the store left unknown once the writers
+// have stopped: a token in any list read means its change applied (tokens
+// are random and each is written by its own change only). The converse
+// holds too, although a full list loses its oldest token: a change that
+// applied is in the row's writers until MaxWriters later writes, and of the
+// next two writes one is an update or an undo (a row's life is insert,
+// update, undo), whose compare-and-set applied on the row its writer read,
+// our token among that row's writers; so a change whose token no list
+// holds, the row's final one included, did not apply.
+type tokenLedger struct {
+	mu   sync.Mutex
+	seen map[uint64]bool
+}
+
+func (l *tokenLedger) saw(writers []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range writers {
+		l.seen[w] = true
+	}
+}
+
+func (l *tokenLedger) applied(token uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[token]
+}
+
+// lostCAS is a change the store reported as not applied, and whether its
+// call settled an open outcome (and fenced the row).
+type lostCAS struct {
+	a               applied
+	settled, fenced bool
+}
+
+// serialRow reads the row at serial consistency, which completes any
+// proposal still open, retrying for a while.
+func serialRow(ctx context.Context, s *Store, user, item string) (engagement.Reaction, bool, error) {
 	var err error
 	for range 20 {
-		var cur engagement.Reaction
-		if cur, _, err = s.readReaction(ctx, gocql.Serial, user, item); err == nil {
-			return slices.Contains(cur.Writers, token), nil
+		var (
+			cur   engagement.Reaction
+			found bool
+		)
+		if cur, found, err = s.readReaction(ctx, gocql.Serial, user, item); err == nil {
+			return cur, found, nil
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return false, err
+	return engagement.Reaction{}, false, err
 }
 
 // TestClusterOneUserTwoRegions has one user toggle one item through two
@@ -215,7 +253,9 @@ func settleByToken(ctx context.Context, s *Store, user, item string, token uint6
 // writing with a compare-and-set. With SERIAL (the default) no two changes
 // may apply on the same row version, the changes that applied form one
 // chain, and the totals they carry equal the recount of the by-content
-// entries, read in either data centre.
+// entries, read in either data centre. A change whose outcome the store
+// left unknown is decided by its token once both writers stopped (see
+// tokenLedger; a full writers list without it proves nothing by itself).
 func TestClusterOneUserTwoRegions(t *testing.T) {
 	tc := needCluster(t)
 	stores := regionStores(t, tc)
@@ -230,15 +270,12 @@ func TestClusterOneUserTwoRegions(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		log       []applied
+		open      []applied // outcome left unknown by the store
 		conflicts int
+		lost      []lostCAS // changes the store reported as not applied
 		failures  = map[string]int{}
-		settled   int
 		wg        sync.WaitGroup
-		// Writers hold pause for reading while they toggle; a writer whose
-		// outcome stayed unknown holds it alone while it settles by a
-		// serial read (which completes or supersedes the open proposal), so
-		// that no other change pushes its token out of the row's Writers.
-		pause sync.RWMutex
+		ledger    = &tokenLedger{seen: map[uint64]bool{}}
 	)
 	ctx := t.Context()
 	deadline := time.Now().Add(run)
@@ -247,25 +284,14 @@ func TestClusterOneUserTwoRegions(t *testing.T) {
 		for range perRegion {
 			wg.Go(func() {
 				for time.Now().Before(deadline) && ctx.Err() == nil {
-					pause.RLock()
-					a, ok, err := toggle(ctx, s, user, item, region)
-					pause.RUnlock()
-					if errors.Is(err, ErrOutcomeUnknown) {
-						pause.Lock()
-						ok, err = settleByToken(ctx, s, user, item, a.token)
-						if ok && err == nil {
-							// The store left the by-content entry to
-							// whoever settles: write it as its
-							// follow-up would have.
-							err = indexFollowUp(ctx, s, a)
-						}
-						pause.Unlock()
-						mu.Lock()
-						settled++
-						mu.Unlock()
-					}
+					// One writer per Store: its counters' steps are this call's.
+					settled, fenced := s.Counters().Settled.Load(), s.Counters().Fenced.Load()
+					a, ok, err := toggle(ctx, s, user, item, region, ledger)
+					how := lostCAS{a: a, settled: s.Counters().Settled.Load() > settled, fenced: s.Counters().Fenced.Load() > fenced}
 					mu.Lock()
 					switch {
+					case errors.Is(err, ErrOutcomeUnknown):
+						open = append(open, a)
 					case errors.Is(err, ErrIndexBehind):
 						t.Errorf("%s %s: %v (the counts cannot be checked)", region, a.kind, err)
 					case err != nil:
@@ -274,6 +300,9 @@ func TestClusterOneUserTwoRegions(t *testing.T) {
 						log = append(log, a)
 					default:
 						conflicts++
+						if a.kind != "read" {
+							lost = append(lost, how)
+						}
 					}
 					mu.Unlock()
 				}
@@ -284,8 +313,35 @@ func TestClusterOneUserTwoRegions(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	t.Logf("%s: %d changes applied, %d lost a compare-and-set, %d settled by the test after ErrOutcomeUnknown, errors %v",
-		run, len(log), conflicts, settled, failures)
+	// The writers have stopped: decide the open outcomes from the tokens
+	// read (see tokenLedger), the row's final writers included, and write
+	// the by-content entries the store left to whoever settles them, as
+	// its follow-up would have (their timestamps are the rows' versions,
+	// so writing them late changes nothing else).
+	last, _, err := serialRow(ctx, stores[0], user, item)
+	if err != nil {
+		t.Fatalf("serial read: %v", err)
+	}
+	ledger.saw(last.Writers)
+	for _, l := range lost {
+		if ledger.applied(l.a.token) {
+			t.Errorf("the store reported a %s as not applied (settled %v, fenced %v), yet its token %d is in a writers list read since: it applied",
+				l.a.kind, l.settled, l.fenced, l.a.token)
+		}
+	}
+	settled := 0
+	for _, a := range open {
+		if !ledger.applied(a.token) {
+			continue
+		}
+		settled++
+		if err := indexFollowUp(ctx, stores[0], a); err != nil {
+			t.Fatalf("by-content entry of a settled %s: %v", a.kind, err)
+		}
+		log = append(log, a)
+	}
+	t.Logf("%s: %d changes applied, %d lost a compare-and-set, %d of %d left unknown by the store applied (by their tokens), errors %v",
+		run, len(log), conflicts, settled, len(open), failures)
 	byRegion := map[string]int{}
 	for _, a := range log {
 		byRegion[a.next.Region]++
@@ -341,11 +397,12 @@ func TestClusterOneUserTwoRegions(t *testing.T) {
 
 // toggle moves the user's reaction one step (none → like → dislike → none)
 // from what s reads, and reports whether its compare-and-set applied.
-func toggle(ctx context.Context, s *Store, user, item, region string) (applied, bool, error) {
+func toggle(ctx context.Context, s *Store, user, item, region string, ledger *tokenLedger) (applied, bool, error) {
 	cur, found, err := s.GetReaction(ctx, user, item)
 	if err != nil {
 		return applied{kind: "read"}, false, err
 	}
+	ledger.saw(cur.Writers)
 	now := time.Now().Truncate(time.Microsecond)
 	token := rand.Uint64() | 1
 	switch {
@@ -622,7 +679,7 @@ func TestClusterDCDown(t *testing.T) {
 	// (The row may have moved on: a change whose outcome stayed open is
 	// fenced with a version bump once it can be.)
 	testenv.Eventually(t, 60*time.Second, "a reaction applies again in "+downDC, func() (string, bool) {
-		a, ok, err := toggle(ctx, down, r.UserID, r.ContentID, "r2")
+		a, ok, err := toggle(ctx, down, r.UserID, r.ContentID, "r2", &tokenLedger{seen: map[uint64]bool{}})
 		return fmt.Sprint(a.kind, ok, err), ok && err == nil
 	})
 }

@@ -179,18 +179,47 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 		return false, err
 	}
 	token := writeToken(&r)
-	decide := func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, token, cur, found) }
-	res, err := s.lwt(ctx, r.UserID, r.ContentID, decide,
+	decide := func(over *engagement.Reaction) func(engagement.Reaction, bool) outcome {
+		return func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, token, over, cur, found) }
+	}
+	res, err := s.lwt(ctx, r.UserID, r.ContentID, decide(nil),
 		s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 		toBigints([]uint64{token}))
 	// A settled outcome is not retried: its row may be this insert's,
 	// undone by a competitor since.
-	for range maxRevives {
+	for i := range maxRevives {
 		if err != nil || res.applied || res.settled || !res.found || res.cur.Action != engagement.ActionNone {
 			break
 		}
 		marker := res.cur
-		res, err = s.lwt(ctx, r.UserID, r.ContentID, decide,
+		if i > 0 {
+			// A failed revive reports only the columns of its condition:
+			// read the marker's writers, which the revive must extend (a
+			// list started afresh would drop the tokens of the writes
+			// before, and their settles would take them as not applied).
+			cur, found, rerr := s.readReaction(ctx, s.serialCons, r.UserID, r.ContentID)
+			if rerr != nil {
+				res, err = casResult{}, rerr
+				break
+			}
+			if !found || cur.Action != engagement.ActionNone {
+				res = casResult{cur: cur, found: found}
+				break
+			}
+			marker = cur
+		}
+		if marker.WrittenBy(token) {
+			// The marker's writers name this very write: sent again (an
+			// agent's redo of a lost answer), it applied before and was
+			// undone since. Applying it again would revive an undone
+			// reaction and count it twice.
+			res = casResult{applied: true, settled: true}
+			break
+		}
+		if s.beforeRevive != nil {
+			s.beforeRevive(i)
+		}
+		res, err = s.lwt(ctx, r.UserID, r.ContentID, decide(&marker),
 			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 			toBigints(engagement.NextWriters(marker.Writers, token)),
 			r.UserID, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation))
@@ -266,23 +295,26 @@ func markerToken(live uint64) uint64 {
 	}
 }
 
-// decideInsert settles an insert of r named token. Its token in the
-// row's writers (of a row or of a marker: applied, then undone) or a row
-// of r's incarnation means it applied. No row or a marker means it has not
-// applied yet but still could (IF NOT EXISTS, or the marker it revives).
-// Another incarnation's row means it did not apply (without writer tokens
-// that is a guess: it may have applied and been undone within the moments
-// the outcome was open).
-func decideInsert(r engagement.Reaction, token uint64, cur engagement.Reaction, found bool) outcome {
+// decideInsert settles an insert of r named token, sent as INSERT … IF
+// NOT EXISTS (over nil) or as the revive of the marker over. Its token in
+// the row's writers (of a row or of a marker: applied, then undone) or a
+// row of r's incarnation means it applied. The row its condition names (no
+// row, or the marker over) means it has not applied yet but still could.
+// Any other row or marker means that the row moved on: it did not apply if
+// the row's writers reach back far enough to tell, else the outcome is
+// unknown (MaxWriters later writes may have pushed its token out).
+func decideInsert(r engagement.Reaction, token uint64, over *engagement.Reaction, cur engagement.Reaction, found bool) outcome {
 	switch {
 	case found && cur.WrittenBy(token):
 		return outcomeApplied
 	case found && cur.Action != engagement.ActionNone && cur.Incarnation == r.Incarnation:
 		return outcomeApplied
-	case !found || cur.Action == engagement.ActionNone:
+	case over == nil && !found:
+		return outcomeOpen
+	case over != nil && found && cur.Action == engagement.ActionNone && cur.Version == over.Version && cur.Incarnation == over.Incarnation:
 		return outcomeOpen
 	}
-	return outcomeNotApplied
+	return unknownUnless(cur, found, token)
 }
 
 // decideUpdate settles an update of prev to next named token.

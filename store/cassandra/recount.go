@@ -184,13 +184,17 @@ func (s *Store) RecountReactions(ctx context.Context, contentID, cursor string, 
 
 // VerifyReactions counts the reactions on contentID by region by the
 // user_likes rows rather than by the by-content entries: for every user
-// with an entry it reads the user's row (at Config.Consistency, up to
-// fanOut at a time) and counts the row's action and region, or nothing for
-// a marker or no row. A stale entry (a follow-up write that failed after an
-// update or an undo) thus counts as what user_likes holds; a missing one
-// cannot be found from the item. The tallies never count a reaction that is
-// not in user_likes: each cell is at most the true one. It reads two rows
-// per reaction; the recount job calls it only before it raises a total.
+// with an entry it reads the user's row (at Config.SerialConsistency, up
+// to fanOut at a time) and counts the row's action and region, or nothing
+// for a marker or no row. A stale entry (a follow-up write that failed
+// after an update or an undo) thus counts as what user_likes holds; a
+// missing one cannot be found from the item. The tallies never count a
+// reaction that is not in user_likes: each cell is at most the true one.
+// That needs the row as Paxos has it: a LOCAL_QUORUM read in one data
+// centre can return a row another DC's transaction has since replaced (its
+// commit reaches this DC later, by a hint after an outage), and counting
+// that old row would raise a correct total. It reads two rows per
+// reaction; the recount job calls it only before it raises a total.
 func (s *Store) VerifyReactions(ctx context.Context, contentID string) ([]engagement.RegionTally, error) {
 	const op = "verify reactions"
 	if err := store.CheckCall(ctx, op, validKeyPart, contentID); err != nil {
@@ -227,7 +231,7 @@ func (s *Store) VerifyReactions(ctx context.Context, contentID string) ([]engage
 			for i, u := range users {
 				g.Go(func() error {
 					var err error
-					rows[i], found[i], err = s.readReaction(gctx, s.cons, u, contentID)
+					rows[i], found[i], err = s.readReaction(gctx, s.serialCons, u, contentID)
 					return err
 				})
 			}

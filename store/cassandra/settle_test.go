@@ -310,7 +310,7 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 			user: "f-insert",
 			setup: func(u string) (func(engagement.Reaction, bool) outcome, string, []any) {
 				r := row(u, 11)
-				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 1111, c, f) },
+				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 1111, nil, c, f) },
 					s.q.insertReaction, []any{u, r.ContentID, "like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt), []int64{1111}}
 			},
 			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 12))) },
@@ -327,7 +327,7 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 					t.Fatalf("marker = %+v, %v, %v", marker, found, err)
 				}
 				r := row(u, 22)
-				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 2222, c, f) },
+				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 2222, &marker, c, f) },
 					s.q.reviveReaction, []any{"like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
 						toBigints(engagement.NextWriters(marker.Writers, 2222)), u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
 			},
@@ -434,6 +434,11 @@ func TestDecide(t *testing.T) {
 	// A fence bumps the version and keeps the content.
 	fenced := base
 	fenced.Version++
+	fencedMarker := marker
+	fencedMarker.Version++
+	// The marker of a later undo (another token).
+	laterMarker := marker
+	laterMarker.Version, laterMarker.Incarnation = 8, token+5
 	// The decided write's token; mine adds it to a row's writers, full
 	// fills them with others' tokens.
 	const tk = 99
@@ -451,10 +456,13 @@ func TestDecide(t *testing.T) {
 		got  outcome
 		want outcome
 	}{
-		{"insert: own row", decideInsert(fresh, tk, fresh, true), outcomeApplied},
-		{"insert: own row, changed since", decideInsert(fresh, tk, later, true), outcomeApplied},
-		{"insert: another incarnation", decideInsert(fresh, tk, reborn, true), outcomeNotApplied},
-		{"insert: no row", decideInsert(fresh, tk, engagement.Reaction{}, false), outcomeOpen},
+		{"insert: own row", decideInsert(fresh, tk, nil, fresh, true), outcomeApplied},
+		{"insert: own row, changed since", decideInsert(fresh, tk, nil, later, true), outcomeApplied},
+		{"insert: another incarnation", decideInsert(fresh, tk, nil, reborn, true), outcomeNotApplied},
+		// A full list without the token: the insert may have applied and
+		// been undone, then the key re-created and changed MaxWriters times.
+		{"insert: another incarnation, writers full", decideInsert(fresh, tk, nil, full(reborn), true), outcomeUnknown},
+		{"insert: no row", decideInsert(fresh, tk, nil, engagement.Reaction{}, false), outcomeOpen},
 		{"update: still prev", decideUpdate(base, next, tk, base, true), outcomeOpen},
 		{"update: fenced", decideUpdate(base, next, tk, fenced, true), outcomeNotApplied},
 		{"update: next", decideUpdate(base, next, tk, next, true), outcomeApplied},
@@ -474,9 +482,18 @@ func TestDecide(t *testing.T) {
 		{"delete: gone", decideDelete(base, token, tk, engagement.Reaction{}, false), outcomeUnknown},
 		{"delete: re-created", decideDelete(base, token, tk, reborn, true), outcomeNotApplied},
 		{"delete: re-created after it", decideDelete(base, token, tk, mine(reborn), true), outcomeApplied},
-		{"insert: over a marker of its incarnation", decideInsert(fresh, tk, marker2, true), outcomeOpen},
-		{"insert: over a marker", decideInsert(fresh, tk, marker, true), outcomeOpen},
-		{"insert: applied, then undone", decideInsert(fresh, tk, mine(marker), true), outcomeApplied},
+		{"insert: over a marker of its incarnation", decideInsert(fresh, tk, &marker2, marker2, true), outcomeOpen},
+		{"insert: over a marker", decideInsert(fresh, tk, &marker, marker, true), outcomeOpen},
+		{"insert: over a fenced marker", decideInsert(fresh, tk, &marker, fencedMarker, true), outcomeNotApplied},
+		{"insert: applied, then undone", decideInsert(fresh, tk, nil, mine(marker), true), outcomeApplied},
+		{"insert: applied over a marker, then undone", decideInsert(fresh, tk, &marker, mine(laterMarker), true), outcomeApplied},
+		// IF NOT EXISTS can never apply over a marker: the marker is a
+		// competitor's, or this insert's undone by a competitor since.
+		{"insert: a marker appeared", decideInsert(fresh, tk, nil, marker, true), outcomeNotApplied},
+		{"insert: a marker appeared, writers full", decideInsert(fresh, tk, nil, full(marker), true), outcomeUnknown},
+		{"insert: another marker", decideInsert(fresh, tk, &marker, laterMarker, true), outcomeNotApplied},
+		{"insert: another marker, writers full", decideInsert(fresh, tk, &marker, full(laterMarker), true), outcomeUnknown},
+		{"insert: the marker vanished", decideInsert(fresh, tk, &marker, engagement.Reaction{}, false), outcomeUnknown},
 		{"update: undone", decideUpdate(base, next, tk, marker2, true), outcomeNotApplied},
 	}
 	for _, tt := range tests {
