@@ -407,3 +407,64 @@ func TestAppliedWithErrorIsCounted(t *testing.T) {
 		t.Fatalf("published likes = %d, want 1", got)
 	}
 }
+
+// staleLocal is a store whose GetReaction answers a snapshot taken before
+// the last change, as a Cassandra read of one data centre does while a
+// transaction applied through another has not reached it; its serial read
+// is the store's.
+type staleLocal struct {
+	*embedded.Store
+	mu    sync.Mutex
+	stale map[string]engagement.Reaction // user/content → the row as last seen locally
+	found map[string]bool
+}
+
+func (s *staleLocal) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.stale[userID+"/"+contentID]; ok {
+		return r, s.found[userID+"/"+contentID], nil
+	}
+	return s.Store.GetReaction(ctx, userID, contentID)
+}
+
+func (s *staleLocal) GetReactionSerial(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
+	return s.Store.GetReaction(ctx, userID, contentID)
+}
+
+// TestUnchangedIsConfirmedSerially: a user likes through this agent after
+// undoing the like through another region, and this agent's local read
+// still shows the like. The agent must not answer "unchanged" from that
+// stale row (the like would be acknowledged and never written): it
+// confirms at serial consistency and writes.
+func TestUnchangedIsConfirmedSerially(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	ctx := context.Background()
+	liked := engagement.Reaction{UserID: "u", ContentID: "v", Action: engagement.ActionLike, Region: "eu",
+		Version: 1, Incarnation: 7, UpdatedAt: time.Now()}
+	if ok, err := st.InsertReaction(ctx, liked); err != nil || !ok {
+		t.Fatalf("insert: %v, %v", ok, err)
+	}
+	if ok, err := st.DeleteReaction(ctx, liked); err != nil || !ok { // the undo, through the other region
+		t.Fatalf("delete: %v, %v", ok, err)
+	}
+	s := &staleLocal{Store: st, stale: map[string]engagement.Reaction{"u/v": liked}, found: map[string]bool{"u/v": true}}
+	rec := newRecorder(t)
+	a, err := region.New(region.DefaultConfig("us", "us-a1"), region.Deps{Reactions: s, Stats: st, Publisher: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	res, err := a.React(ctx, "u", "v", engagement.ActionLike)
+	if err != nil || !res.Changed {
+		t.Fatalf("React = %+v, %v; want a change (the stored row is undone)", res, err)
+	}
+	stop(t, a)
+	row, found, err := st.GetReaction(ctx, "u", "v")
+	if err != nil || !found || row.Action != engagement.ActionLike {
+		t.Fatalf("row after the like: %+v, found %v, %v; want a like", row, found, err)
+	}
+	if got := rec.totals()["v/like/us"]; got != 1 {
+		t.Fatalf("published likes = %d, want 1", got)
+	}
+}

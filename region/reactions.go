@@ -25,6 +25,16 @@ type ReactionStore interface {
 	DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error)
 }
 
+// SerialReader is implemented by a ReactionStore whose GetReaction may
+// return a row that a compare-and-set applied elsewhere has already
+// replaced (Cassandra reading its own data centre while reactions are
+// serial across data centres). The agent reads through it before it
+// answers "unchanged" without writing: a stale row showing the action the
+// user asks for would otherwise acknowledge a change that never happens.
+type SerialReader interface {
+	GetReactionSerial(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error)
+}
+
 // Delta is one change to a counter caused by a reaction transition.
 type Delta struct {
 	Counter string
@@ -90,6 +100,17 @@ func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID strin
 		prev := engagement.ActionNone
 		if found {
 			prev = cur.Action
+		}
+		if sr, ok := a.reactions.(SerialReader); ok && prev == action {
+			// Nothing is written on this way, so no compare-and-set
+			// catches a stale row: confirm it at serial consistency.
+			if cur, found, err = sr.GetReactionSerial(ctx, userID, contentID); err != nil {
+				return ReactResult{}, fmt.Errorf("cannot read reaction: %w", err)
+			}
+			prev = engagement.ActionNone
+			if found {
+				prev = cur.Action
+			}
 		}
 		if prev == action {
 			res := ReactResult{Previous: prev, Action: action, Version: cur.Version}

@@ -372,3 +372,31 @@ func TestWriteTimestampMonotonic(t *testing.T) {
 		prev = ts
 	}
 }
+
+// TestGetReactionSerial: the serial read answers what GetReaction answers
+// on one node: the row after an insert, nothing (with the writers) after
+// its undo, and bad ids are refused like GetReaction's.
+func TestGetReactionSerial(t *testing.T) {
+	_, s := testKeyspace(t)
+	ctx := t.Context()
+	r := engagement.Reaction{UserID: "u", ContentID: "v", Action: engagement.ActionLike, Region: "us",
+		Version: 1, Incarnation: 9, UpdatedAt: time.Now(), Token: 42}
+	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
+		t.Fatalf("insert: %v, %v", ok, err)
+	}
+	got, found, err := s.GetReactionSerial(ctx, "u", "v")
+	if err != nil || !found || got.Action != engagement.ActionLike || got.Version != 1 {
+		t.Fatalf("serial read after the insert: %+v, %v, %v", got, found, err)
+	}
+	got.Token = 43
+	if ok, err := s.DeleteReaction(ctx, got); err != nil || !ok {
+		t.Fatalf("delete: %v, %v", ok, err)
+	}
+	got, found, err = s.GetReactionSerial(ctx, "u", "v")
+	if err != nil || found || !got.WrittenBy(42) || !got.WrittenBy(43) {
+		t.Fatalf("serial read after the undo: %+v, found %v, %v; want no row with both writers", got, found, err)
+	}
+	if _, _, err := s.GetReactionSerial(ctx, "", "v"); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("empty user: %v; want ErrInvalid", err)
+	}
+}

@@ -31,11 +31,25 @@ const markerAction = "none"
 
 // GetReaction returns the row of (userID, contentID) and whether it exists.
 func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
-	const op = "get reaction"
+	return s.getReaction(ctx, "get reaction", s.cons, userID, contentID)
+}
+
+// GetReactionSerial is GetReaction at the serial consistency of the
+// reactions' transactions (region.SerialReader). A read at the local
+// consistency sees one data centre's replicas, which a transaction that
+// applied through another data centre reaches only later (its commit is
+// written at the local quorum of the coordinator's DC): a caller that
+// would act on the row without a compare-and-set of its own must read it
+// this way.
+func (s *Store) GetReactionSerial(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
+	return s.getReaction(ctx, "get reaction (serial)", s.serialCons, userID, contentID)
+}
+
+func (s *Store) getReaction(ctx context.Context, op string, c gocql.Consistency, userID, contentID string) (engagement.Reaction, bool, error) {
 	if err := store.CheckCall(ctx, op, validKeyPart, userID, contentID); err != nil {
 		return engagement.Reaction{}, false, err
 	}
-	r, found, err := s.readReaction(ctx, s.cons, userID, contentID)
+	r, found, err := s.readReaction(ctx, c, userID, contentID)
 	if err != nil {
 		return engagement.Reaction{}, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
