@@ -688,8 +688,8 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 	current, err := rc.st.ReadStats(ctx, ids)
 	var (
 		writes []engagement.Stats
-		parts  []uint32 // the partition of each of writes
-		fixed  []int    // indexes into cands
+		byPart = map[uint32][]engagement.Stats{} // writes by partition, for the rows hook
+		fixed  []int                             // indexes into cands
 	)
 	if err == nil && behind == "" {
 		for k, c := range cands {
@@ -698,9 +698,8 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 			}
 			rows := repairRows(ids[k], c.rows, results[c.i].Rows, now)
 			writes = append(writes, rows...)
-			for range rows {
-				parts = append(parts, results[c.i].Partition)
-			}
+			p := results[c.i].Partition
+			byPart[p] = append(byPart[p], rows...)
 			fixed = append(fixed, k)
 		}
 		if len(writes) > 0 {
@@ -710,7 +709,7 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 			// Before applies resume: a push of the repaired rows must not
 			// follow (and undo in the agents' caches) a push of rows an
 			// apply writes after the repair.
-			rc.pushRows(parts, writes)
+			rc.pushRows(byPart)
 		}
 	}
 	resume()
@@ -763,20 +762,15 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 }
 
 // pushRows tells the rollup's rows hook (the agents' read caches, through
-// rollupd's pusher) of repaired rows, partition by partition; parts[k] is
-// the partition of rows[k]. Without it a warm item would be served at its
-// drifted total until its cache entry expired.
-func (rc *Recounter) pushRows(parts []uint32, rows []engagement.Stats) {
-	hook := rc.ru.rowsHook
-	if hook == nil {
+// rollupd's pusher) of repaired rows, partition by partition. Without it a
+// warm item would be served at its drifted total until its cache entry
+// expired.
+func (rc *Recounter) pushRows(byPart map[uint32][]engagement.Stats) {
+	if rc.ru.rowsHook == nil {
 		return
 	}
-	byPart := make(map[uint32][]engagement.Stats)
-	for k, row := range rows {
-		byPart[parts[k]] = append(byPart[parts[k]], row)
-	}
 	for p, rows := range byPart {
-		hook(p, rows)
+		rc.ru.rowsHook(p, rows)
 	}
 }
 
