@@ -290,7 +290,7 @@ func (r *Rollup) applyBatch(ctx context.Context, msgs []Message, bs []*partial.B
 		// After the rows: a list is counted once its sums are applied.
 		for i, b := range bs {
 			if take[i] {
-				r.trend.apply(ctx, msgs[i].Seq, b)
+				r.trend.apply(msgs[i].Seq, b)
 			}
 		}
 	}

@@ -147,6 +147,15 @@ func (r *Rollup) WriteTrendingPartition(ctx context.Context, p uint32) error {
 	return t.write(ctx, tp, t.now())
 }
 
+// WaitTrendingWrites waits for the lists being stored in the background
+// (each store is bounded; see handLocked). Call it after the last message
+// was applied and before closing the store.
+func (r *Rollup) WaitTrendingWrites() {
+	if r.trend != nil {
+		r.trend.writers.Wait()
+	}
+}
+
 // ForgetTrending drops the trending state of partition p. Call it when
 // this rollup stops consuming p (a handover to another rollup): its exact
 // counts would otherwise miss what the other owner applied, should p come
@@ -194,15 +203,12 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 		for _, tp := range t.partitions() {
 			tp.mu.Lock()
 			now := t.now()
-			w := tp.due(now, t.cfg.Interval)
-			var set stored
-			if w {
-				set, w = t.prepare(tp, now)
+			if tp.due(now, t.cfg.Interval) {
+				if set, ok := t.prepare(tp, now); ok {
+					t.handLocked(tp, set)
+				}
 			}
 			tp.mu.Unlock()
-			if w {
-				t.put(ctx, tp, set) //nolint:errcheck // counted and logged by put
-			}
 		}
 		t.passes.Add(1)
 	}
@@ -260,6 +266,8 @@ type trender struct {
 
 	mu    sync.Mutex
 	parts map[uint32]*trendPart
+	// writers are the partitions' background writers (see hand).
+	writers sync.WaitGroup
 
 	warnMu     sync.Mutex
 	lastWarned time.Time
@@ -310,6 +318,11 @@ type trendPart struct {
 	gen    uint64
 	wmu    sync.Mutex
 	putGen uint64
+	// next is the newest set handed to the partition's background writer
+	// and not yet taken by it; writing is set while that writer runs.
+	// Both under mu.
+	next    *stored
+	writing bool
 }
 
 // clockSkew is how far an agent's clock may run ahead of the rollup's.
@@ -381,16 +394,51 @@ func (tp *trendPart) due(now time.Time, interval time.Duration) bool {
 // apply counts one applied message: its positive sums into the exact
 // counts of listed items, its lists as the sending agent's latest. A
 // message at or below the partition's last counted sequence (a redelivery)
-// changes nothing. Every Interval it recomputes and stores the partition's
-// lists.
-func (t *trender) apply(ctx context.Context, seq uint64, b *partial.Batch) {
+// changes nothing. Every Interval it recomputes the partition's lists and
+// hands them to the partition's background writer.
+func (t *trender) apply(seq uint64, b *partial.Batch) {
 	tp := t.part(b.Partition)
 	tp.mu.Lock()
 	set, w := t.applyLocked(tp, seq, b)
-	tp.mu.Unlock()
 	if w {
-		t.put(ctx, tp, set) //nolint:errcheck // counted and logged by put
+		t.handLocked(tp, set)
 	}
+	tp.mu.Unlock()
+}
+
+// backgroundPutTimeout bounds one background store of a partition's lists.
+const backgroundPutTimeout = 30 * time.Second
+
+// handLocked gives set to the partition's background writer, starting it
+// when none runs; tp.mu is held. The writer stores the newest set it was
+// given until none is left, so the messages' apply never waits for the
+// store (a store slowed down or just restarted, with dozens of lists a
+// partition, held each batch of a catching-up rollup for seconds), and a
+// set superseded before the writer took it is never stored.
+func (t *trender) handLocked(tp *trendPart, set stored) {
+	tp.next = &set
+	if tp.writing {
+		return
+	}
+	tp.writing = true
+	t.writers.Add(1)
+	go func() {
+		defer t.writers.Done()
+		for {
+			tp.mu.Lock()
+			s := tp.next
+			tp.next = nil
+			if s == nil {
+				tp.writing = false
+				tp.mu.Unlock()
+				return
+			}
+			tp.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), backgroundPutTimeout)
+			t.put(ctx, tp, *s) //nolint:errcheck // counted and logged by put
+			cancel()
+		}
+	}()
 }
 
 // applyLocked is apply under tp.mu; it returns the lists to store when
@@ -541,9 +589,14 @@ func (t *trender) prepare(tp *trendPart, now time.Time) (set stored, ok bool) {
 	return set, true
 }
 
-// put stores the lists prepare computed, then the partition's state,
-// without tp.mu: a slow or frozen store delays only other stores of this
-// partition's lists. A set older than one already stored is dropped; a
+// putParallel bounds the lists one put has in flight: a partition has a
+// list per region and one global per (counter, window), dozens, and one
+// at a time took seconds on a busy store.
+const putParallel = 8
+
+// put stores the lists prepare computed, putParallel at a time, then the
+// partition's state, without tp.mu: a slow or frozen store delays only
+// other stores of this partition's lists. A set older than one already stored is dropped; a
 // partition that is gone stores nothing more. A failed row is marked to
 // be written again, and the state is then not stored (it would claim
 // lists the store does not hold).
@@ -554,27 +607,40 @@ func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 		return nil
 	}
 	tp.putGen = set.gen
-	var errs []error
+	var (
+		errMu sync.Mutex
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, putParallel)
+	)
 	for _, row := range set.rows {
 		tp.mu.Lock()
 		gone := tp.gone
 		tp.mu.Unlock()
 		if gone {
-			return nil
+			break // the rows under way finish before wmu is let go
 		}
-		if err := t.st.PutTrending(ctx, row); err != nil {
-			t.stats.WriteErrors.Add(1)
-			errs = append(errs, err)
-			// Written again by the next write, even if it is empty by
-			// then: the store may still hold an older, non-empty list.
-			tp.mu.Lock()
-			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
-			tp.markDirty(t.now())
-			tp.mu.Unlock()
-			continue
-		}
-		t.stats.RowsWritten.Add(1)
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := t.st.PutTrending(ctx, row); err != nil {
+				t.stats.WriteErrors.Add(1)
+				errMu.Lock()
+				errs = append(errs, err)
+				errMu.Unlock()
+				// Written again by the next write, even if it is empty by
+				// then: the store may still hold an older, non-empty list.
+				tp.mu.Lock()
+				tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+				tp.markDirty(t.now())
+				tp.mu.Unlock()
+				return
+			}
+			t.stats.RowsWritten.Add(1)
+		}()
 	}
+	wg.Wait()
 	if len(errs) == 0 {
 		tp.mu.Lock()
 		gone := tp.gone

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -291,7 +292,7 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 	}
 	ctx := context.Background()
 	send := func(seq uint64, count int64) { sendX(t, r, seq, now, count) }
-	read := func() []engagement.TrendingItem { return storedX(t, st) }
+	read := func() []engagement.TrendingItem { r.WaitTrendingWrites(); return storedX(t, st) }
 	send(1, 5) // starts the interval
 	wantItems(t, "after the first message", read(), nil)
 	now = now.Add(9 * time.Second)
@@ -300,7 +301,7 @@ func TestTrendingWritesEveryInterval(t *testing.T) {
 	now = now.Add(time.Second)
 	send(3, 7)
 	wantItems(t, "after the interval", read(), []engagement.TrendingItem{ti("x", 7, 0)})
-	if got := r.TrendingStats().RowsWritten.Load(); got != 2 { // us and global
+	if got := r.TrendingStats().RowsWritten.Load(); got != 2 { // us and global (read waited for the writer)
 		t.Errorf("rows written = %d, want 2", got)
 	}
 	if got := r.TrendingStats().StatesWritten.Load(); got != 1 {
@@ -524,4 +525,58 @@ func TestTrendingStoreNeverHoldsUpApply(t *testing.T) {
 	<-applied
 	us, _ := g.rows("us", "view", "5m")
 	wantItems(t, "5m after the store came back", us, []engagement.TrendingItem{ti("x", 11, 0)})
+}
+
+// TestTrendingDueWriteNeverHoldsUpApply: the store of the lists a message
+// makes due runs beside the apply: while it hangs (a store slowed down or
+// just restarted), later messages of the partition are applied at once, and
+// once it returns the newest lists are stored, the ones computed meanwhile
+// superseded without a store of their own.
+func TestTrendingDueWriteNeverHoldsUpApply(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	bs := &blockingTrending{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var mu sync.Mutex
+	now := minuteM.Add(-2 * time.Minute)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := rollup.New(st, clock, nil)
+	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Second}, bs); err != nil {
+		t.Fatal(err)
+	}
+	send := func(seq uint64, count int64) {
+		mu.Lock()
+		now = now.Add(2 * time.Second) // every message finds the partition due
+		at := now
+		mu.Unlock()
+		sendX(t, r, seq, at, count)
+	}
+	send(1, 5) // starts the interval
+	bs.blocked.Store(true)
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for seq := uint64(2); seq <= 10; seq++ { // 2 is due: its store hangs
+			send(seq, int64(seq)+4)
+		}
+	}()
+	select {
+	case <-bs.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the due lists were not stored")
+	}
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Error("messages were not applied while the store of the lists hung")
+	}
+	written := r.TrendingStats().RowsWritten.Load()
+	bs.blocked.Store(false)
+	close(bs.release)
+	<-applied
+	r.WaitTrendingWrites()
+	wantItems(t, "after the store came back", storedX(t, st), []engagement.TrendingItem{ti("x", 14, 0)})
+	// The hung set (us and global) and the newest one: the sets computed
+	// while it hung were superseded.
+	if got := r.TrendingStats().RowsWritten.Load() - written; got != 4 {
+		t.Errorf("rows written after the store came back = %d, want 4 (2 sets of 2)", got)
+	}
 }

@@ -230,6 +230,7 @@ func (p *Process) Run(ctx context.Context) error {
 			p.log.Warn("cannot write the last trending lists", "err", err)
 		}
 	}
+	p.ru.WaitTrendingWrites()
 	return err
 }
 
