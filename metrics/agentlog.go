@@ -86,6 +86,7 @@ func RegisterAgentLog(reg prometheus.Registerer, a *region.Agent) error {
 		{"edgecount_agent_intents_settled_total", "Reaction intents decided by reading the row.", false, u64(&ls.IntentsSettled)},
 		{"edgecount_agent_intents_applied_total", "Settled reaction intents counted as applied.", false, u64(&ls.IntentsApplied)},
 		{"edgecount_agent_intents_ambiguous_total", "Settled reaction intents whose row had moved on (not counted; the recount repairs the item).", false, u64(&ls.IntentsAmbiguous)},
+		{"edgecount_agent_intents_refused_total", "Reaction intents decided not applied at once: the store refused the write before running it (store.ErrRefused).", false, u64(&ls.IntentsRefused)},
 		{"edgecount_agent_intents_pending", "Reaction intents logged whose outcome is not yet logged.", true, i64(&ls.IntentsPending)},
 	}, prometheus.Labels{"region": a.Config().Region})
 }

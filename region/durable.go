@@ -105,6 +105,7 @@ type LogStats struct {
 	IntentsSettled    atomic.Uint64 // intents decided by reading the row
 	IntentsApplied    atomic.Uint64 // settled intents counted as applied
 	IntentsAmbiguous  atomic.Uint64 // settled intents whose outcome the row hides
+	IntentsRefused    atomic.Uint64 // intents decided "not applied" at once: the store refused the write before it ran
 	IntentsPending    atomic.Int64  // intents appended, not yet resolved
 	IntentsReappended atomic.Uint64 // intent copies carried over a truncation
 	WritesRefused     atomic.Uint64 // writes answered ErrLogFull, ErrBacklog or ErrLogFailed

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/internal/testenv"
+	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
@@ -26,6 +27,10 @@ type paxosStore struct {
 	armed    bool
 	down     bool
 	accepted func() // the accepted write, until a later write completes it
+	// refuse: every write is refused before it runs (store.ErrRefused),
+	// as Cassandra's Paxos v2 refuses one for want of live replicas.
+	refuse bool
+	reads  int // GetReaction calls
 	// slowRead, when set, delays every read (a settle that takes long).
 	slowRead time.Duration
 }
@@ -36,6 +41,8 @@ func (s *paxosStore) write(do func() (bool, error)) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.refuse:
+		return false, fmt.Errorf("test: cannot achieve consistency level SERIAL: %w: %w", store.ErrRefused, store.ErrUnavailable)
 	case s.armed:
 		s.armed = false
 		s.accepted = func() { _, _ = do() }
@@ -53,6 +60,7 @@ func (s *paxosStore) write(do func() (bool, error)) (bool, error) {
 func (s *paxosStore) GetReaction(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	s.mu.Lock()
 	slow := s.slowRead
+	s.reads++
 	s.mu.Unlock()
 	time.Sleep(slow)
 	return s.Store.GetReaction(ctx, userID, contentID)
@@ -147,5 +155,61 @@ func TestSlowSettleCountedOnce(t *testing.T) {
 	}
 	if l, d := b.total("c/like/us"), b.total("c/dislike/us"); l != 0 || d != 0 {
 		t.Errorf("counted likes %d dislikes %d, want 0 0 (three likes, each undone)", l, d)
+	}
+}
+
+// TestRefusedWriteDecidedAtOnce: a reaction whose compare-and-set the
+// store refused before running it (store.ErrRefused) answers the error and
+// is decided "not applied" at once: no intent is left open, no settle reads
+// the row and nothing sends the write again later, so an outage that
+// refuses every write leaves no backlog of intents whose settles would
+// find the rows moved on.
+func TestRefusedWriteDecidedAtOnce(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	b := newBroker(t)
+	ps := &paxosStore{Store: st}
+	a := durableAgent(t, t.TempDir(), ps, st, b, nil)
+	ctx := context.Background()
+	ps.mu.Lock()
+	ps.refuse = true
+	ps.mu.Unlock()
+	const n = 5
+	for i := range n {
+		_, err := a.React(ctx, "u", "c", engagement.ActionLike)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("reaction %d: err = %v, want the store's ErrUnavailable (a 503)", i, err)
+		}
+		if p := a.LogStats().IntentsPending.Load(); p != 0 {
+			t.Fatalf("reaction %d: %d intents pending, want 0 (decided at once)", i, p)
+		}
+	}
+	if got := a.LogStats().IntentsRefused.Load(); got != n {
+		t.Errorf("intents refused = %d, want %d", got, n)
+	}
+	ps.mu.Lock()
+	ps.refuse = false
+	readsBefore := ps.reads
+	ps.mu.Unlock()
+	// Several flushes: the flusher's settler would pick an open intent up.
+	time.Sleep(3 * time.Second)
+	ps.mu.Lock()
+	reads := ps.reads - readsBefore
+	ps.mu.Unlock()
+	if reads != 0 {
+		t.Errorf("%d reads of the row after the refusals, want 0 (nothing left to settle)", reads)
+	}
+	if _, found, _ := st.GetReaction(ctx, "u", "c"); found {
+		t.Error("a refused like was written later")
+	}
+	if s := a.LogStats(); s.IntentsSettled.Load() != 0 || s.IntentsAmbiguous.Load() != 0 {
+		t.Errorf("intents settled %d, ambiguous %d; want 0 and 0", s.IntentsSettled.Load(), s.IntentsAmbiguous.Load())
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := b.total("c/like/us"); l != 0 {
+		t.Errorf("counted likes %d, want 0", l)
 	}
 }

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 )
 
 // ReactionStore is what the agent needs of UserLikes. Each write is a
@@ -161,7 +163,18 @@ func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID strin
 			applied, err = a.reactions.UpdateReaction(ctx, cur, next)
 		}
 		if err != nil && !applied {
-			if pi != nil {
+			switch {
+			case pi == nil:
+			case errors.Is(err, store.ErrRefused):
+				// Refused before it ran: not applied, for good. Deciding
+				// it now keeps a store outage from leaving an open intent
+				// per request, whose later settles find rows moved on by
+				// then (ambiguous, counted by no one).
+				a.logStats.IntentsRefused.Add(1)
+				if lerr := a.logResolution(ctx, pi, &resolution{id: in.id, content: contentID}); lerr != nil {
+					a.logger.Warn("cannot log a refused reaction's outcome; retried later", "err", lerr)
+				}
+			default:
 				a.resolveAfterError(ctx, pi)
 			}
 			return ReactResult{}, fmt.Errorf("cannot write reaction: %w", err)

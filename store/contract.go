@@ -21,6 +21,15 @@ var ErrInvalid = errors.New("invalid store call")
 // operation may or may not have been applied only where a method says so.
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrRefused is returned (wrapped, together with ErrUnavailable) by a
+// conditional reaction write that the database refused before running any
+// part of it: never sent, or turned down by the coordinator for want of
+// live replicas before anything was proposed. Such a write did not apply
+// and no copy of it can apply later, so the caller may take "not applied"
+// as final instead of settling it from the row. A store returns it only
+// where it can prove that; every other failure leaves the outcome open.
+var ErrRefused = errors.New("write refused before it ran")
+
 // CheckAction reports whether r can be stored as a row: a stored row holds
 // a like or a dislike (no row means "none").
 func CheckAction(r *engagement.Reaction) error {

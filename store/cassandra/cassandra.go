@@ -66,6 +66,10 @@ type Store struct {
 	buckets int
 	// lastTS is the last write timestamp handed out by writeTimestamp.
 	lastTS atomic.Int64
+	// paxosV2 reports that the cluster runs Paxos v2 (paxos_variant v2,
+	// read at Open): a lightweight transaction it refuses as unavailable
+	// then proposed nothing (see refusedBeforeRun).
+	paxosV2 bool
 	// beforeRevive, set only by tests, runs before each attempt of
 	// InsertReaction to take a marker over (a competitor's moment).
 	beforeRevive func(attempt int)
@@ -369,7 +373,20 @@ func (s *Store) init(ctx context.Context, cfg Config) error {
 			ErrInvalid, cfg.IndexBuckets, cfg.Keyspace, n)
 	}
 	s.buckets = n
+	s.paxosV2 = s.readPaxosV2(ctx)
 	return nil
+}
+
+// readPaxosV2 reports whether the node answering runs Paxos v2: Cassandra
+// 4.1 and later show paxos_variant in system_views.settings. Any other
+// answer (an older node, an error) is taken as v1. The variant is a
+// cluster-wide setting (Cassandra's v2 migration requires every node on
+// it), so one node's answer is the cluster's.
+func (s *Store) readPaxosV2(ctx context.Context) bool {
+	var v string
+	err := s.session.Query(`SELECT value FROM system_views.settings WHERE name = 'paxos_variant'`).
+		Consistency(gocql.One).WithContext(ctx).Scan(&v)
+	return err == nil && strings.HasPrefix(v, "v2")
 }
 
 // layoutBuckets names the bucket count of the by-content index in the

@@ -566,7 +566,8 @@ func answers(addr string) bool {
 //     LOCAL_QUORUM, as before;
 //   - reactions (SERIAL compare-and-set, which needs a replica in every
 //     data centre) fail everywhere with store.ErrUnavailable, within the
-//     request timeout, not a hang;
+//     request timeout, not a hang, and under Paxos v2 with
+//     store.ErrRefused: nothing was proposed;
 //   - the second data centre's store, which uses no remote node, fails
 //     with store.ErrUnavailable; with RemoteDCFallback it reads through
 //     the first data centre;
@@ -628,6 +629,12 @@ func TestClusterDCDown(t *testing.T) {
 		if ok || !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("UpdateReaction with %s down = %v, %v; want store.ErrUnavailable", downDC, ok, err)
 		}
+		// The coordinator knows the node is down (it announced its
+		// shutdown): under Paxos v2 it refuses the transaction before
+		// proposing anything, and the store says the write cannot apply.
+		if up.paxosV2 && !errors.Is(err, store.ErrRefused) {
+			t.Fatalf("UpdateReaction with %s down = %v; want store.ErrRefused (Paxos v2 refused it before a proposal)", downDC, err)
+		}
 		if took > bound {
 			t.Fatalf("UpdateReaction with %s down took %v; want at most %v", downDC, took, bound)
 		}
@@ -652,6 +659,12 @@ func TestClusterDCDown(t *testing.T) {
 	t.Logf("%s-only read with %s down: %v after %v", downDC, downDC, err, time.Since(start).Round(time.Millisecond))
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("ReadStats in %s with its node down = %v; want store.ErrUnavailable", downDC, err)
+	}
+	// Its reactions are never sent: refused, whatever the Paxos variant.
+	next := r
+	next.Action, next.Version, next.UpdatedAt, next.Writers = engagement.ActionDislike, 2, time.Now().Truncate(time.Microsecond), nil
+	if ok, err := down.UpdateReaction(ctx, r, next); ok || !errors.Is(err, store.ErrRefused) {
+		t.Fatalf("UpdateReaction in %s with its node down = %v, %v; want store.ErrRefused (never sent)", downDC, ok, err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the fallback store reads through "+upDC, func() (string, bool) {
 		got, err := fallback.ReadStats(ctx, []string{"during"})

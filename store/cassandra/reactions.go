@@ -424,6 +424,9 @@ func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(c
 		return casResult{cur: cur, found: found}, nil
 	}
 	if !unknownOutcome(err) {
+		if s.refusedBeforeRun(err) {
+			return casResult{}, fmt.Errorf("%w: %w", store.ErrRefused, unavailable(err))
+		}
 		return casResult{}, unavailable(err)
 	}
 	var answered gocql.RequestError
@@ -476,6 +479,24 @@ func unknownOutcome(err error) bool {
 	// Write and read timeouts (of type CAS or not), CAS_WRITE_UNKNOWN, a
 	// connection lost or a request abandoned after it was sent.
 	return true
+}
+
+// refusedBeforeRun reports whether a lightweight transaction that failed
+// with err (unknownOutcome false) provably proposed nothing, so that no
+// replica holds a value of it that a later round could complete: it was
+// never sent, or the cluster runs Paxos v2 and refused it as unavailable.
+// Paxos v2 (Cassandra 5.0, Paxos.cas and begin) checks for live replicas
+// only before each round's prepare, and starts another round only after
+// one in which no replica accepted its proposal; its propose and commit
+// phases fail with timeouts, never as unavailable. Paxos v1 checks again
+// for the commit, after a quorum accepted, so there an unavailable answer
+// leaves the outcome open.
+func (s *Store) refusedBeforeRun(err error) bool {
+	if errors.Is(err, gocql.ErrNoConnections) || errors.Is(err, gocql.ErrSessionClosed) {
+		return true
+	}
+	var unavail *gocql.RequestErrUnavailable
+	return s.paxosV2 && errors.As(err, &unavail)
 }
 
 // outcome is what a settled row says about a lightweight transaction.

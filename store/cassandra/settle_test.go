@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -526,5 +527,15 @@ func TestUnknownOutcome(t *testing.T) {
 		if got := unknownOutcome(tt.err); got != tt.want {
 			t.Errorf("unknownOutcome(%s) = %v; want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestPaxosVariantRead: the store reads the node's paxos_variant; the
+// scripts start their nodes on v2 unless EDGECOUNT_CASSANDRA_PAXOS says v1.
+func TestPaxosVariantRead(t *testing.T) {
+	_, s := testKeyspace(t)
+	want := os.Getenv("EDGECOUNT_CASSANDRA_PAXOS") != "v1"
+	if s.paxosV2 != want {
+		t.Fatalf("paxos v2 = %v, want %v (EDGECOUNT_CASSANDRA_PAXOS=%q)", s.paxosV2, want, os.Getenv("EDGECOUNT_CASSANDRA_PAXOS"))
 	}
 }
