@@ -266,7 +266,7 @@ type trender struct {
 
 	mu    sync.Mutex
 	parts map[uint32]*trendPart
-	// writers are the partitions' background writers (see hand).
+	// writers are the partitions' background writers (see handLocked).
 	writers sync.WaitGroup
 
 	warnMu     sync.Mutex
@@ -416,6 +416,20 @@ const backgroundPutTimeout = 30 * time.Second
 // partition, held each batch of a catching-up rollup for seconds), and a
 // set superseded before the writer took it is never stored.
 func (t *trender) handLocked(tp *trendPart, set stored) {
+	if old := tp.next; old != nil {
+		// Superseded before the writer took it: its lists that the new
+		// set leaves out (one emptied then, stored empty only by it) are
+		// still to be stored, as they were.
+		in := make(map[rowID]bool, len(set.rows))
+		for _, row := range set.rows {
+			in[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+		}
+		for _, row := range old.rows {
+			if !in[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] {
+				set.rows = append(set.rows, row)
+			}
+		}
+	}
 	tp.next = &set
 	if tp.writing {
 		return
@@ -596,14 +610,24 @@ const putParallel = 8
 
 // put stores the lists prepare computed, putParallel at a time, then the
 // partition's state, without tp.mu: a slow or frozen store delays only
-// other stores of this partition's lists. A set older than one already stored is dropped; a
-// partition that is gone stores nothing more. A failed row is marked to
+// other stores of this partition's lists. A set older than one already
+// stored is dropped, its lists marked to be written again; a partition
+// that is gone stores nothing more. A failed row is marked to
 // be written again, and the state is then not stored (it would claim
 // lists the store does not hold).
 func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 	tp.wmu.Lock()
 	defer tp.wmu.Unlock()
 	if set.gen < tp.putGen {
+		// A newer set was stored first (a WriteTrending beside the
+		// background writer): this one's lists are written again by the
+		// next write, since one may be a list it alone emptied.
+		tp.mu.Lock()
+		for _, row := range set.rows {
+			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+		}
+		tp.markDirty(t.now())
+		tp.mu.Unlock()
 		return nil
 	}
 	tp.putGen = set.gen

@@ -580,3 +580,43 @@ func TestTrendingDueWriteNeverHoldsUpApply(t *testing.T) {
 		t.Errorf("rows written after the store came back = %d, want 4 (2 sets of 2)", got)
 	}
 }
+
+// TestTrendingSupersededEmptyListStored: a set of lists superseded while
+// the background writer was busy is not stored itself, but a list only it
+// emptied still is: the store never keeps a list the rollup no longer has.
+func TestTrendingSupersededEmptyListStored(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	bs := &blockingTrending{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var mu sync.Mutex
+	now := minuteM.Add(-2 * time.Minute)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := rollup.New(st, clock, nil)
+	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Second}, bs); err != nil {
+		t.Fatal(err)
+	}
+	send := func(seq uint64, tops ...partial.TopList) {
+		mu.Lock()
+		now = now.Add(2 * time.Second) // every message finds the partition due
+		at := now
+		mu.Unlock()
+		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: at, Sums: []partial.Sum{sum("y", 1)}, Tops: tops}
+		b.Sums[0].Region = "us"
+		if err := r.Handle(context.Background(), seq, partial.Append(nil, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, list("5m", 0, item("x", 5, 0))) // starts the interval
+	bs.blocked.Store(true)
+	send(2, list("5m", 0, item("x", 6, 0))) // due: its store hangs
+	<-bs.entered
+	// A message makes the partition due Interval after the first one
+	// counted since the last lists: each second message below is due.
+	send(3, list("5m", 0)) // the list empties
+	send(4)                // due: the lists with it emptied, handed, waiting
+	send(5)
+	send(6) // due: handed too, superseding them; the emptied list is not in it
+	bs.blocked.Store(false)
+	close(bs.release)
+	r.WaitTrendingWrites()
+	wantItems(t, "us 5m after the writer caught up", storedX(t, st), nil)
+}
