@@ -38,26 +38,11 @@ import (
 // lands"), not failed; everywhere else it fails like any other row.
 
 // knownLossRows are the rows known to lose or double writes today, with
-// why and what fixes them (none since writer tokens settled the last
-// reaction cases). Add a row only with an issue that fixes it; remove it
+// why and what fixes them: none since cassandra-dc-stop passed
+// (2026-12-01: refused reaction writes decided at once, trending lists off
+// the apply path). Add a row only with an issue that fixes it; remove it
 // once it passes under scripts/faults.sh.
-var knownLossRows = map[string]string{
-	// The one full run (2026-12-01, load 30-57) counted reactions 53
-	// against 52. Issue 12's Cassandra half fixed what could count one
-	// twice or not at all (an open reaction settled a minute late, after a
-	// recount could count it; two settles at once; a revive that dropped
-	// the writers; an agent's redo reviving an undone insert; a recount
-	// verifying with a DC's stale row). Its CI-length run after the fixes
-	// (load 43-57) showed no cell above its rows (which, with the totals
-	// lagging, proves little) and the agents settled every open reaction
-	// (none pending; 1,254 were in the run before the settler), but each
-	// DC took 252-304 s to restart for a 15 s stop and
-	// the rollups, whose DC was down that long, still had 35,961 hub
-	// messages to apply 8 min after its return under load: views (898,881
-	// of 1,689,200) and reactions (30 of 53) lagged when the drain ended.
-	// Remove once the row passes where the rollups catch up.
-	"cassandra-dc-stop": "after each DC took 4-5 min to restart the rollups had not applied their backlog (35,961 hub messages) when the drain ended: views and reactions lagged (none above its rows)",
-}
+var knownLossRows = map[string]string{}
 
 // ciRows are the rows of the default (CI) subset.
 var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill", "region-cut", "hub-kill"}
