@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/internal/testenv"
+	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
@@ -78,6 +79,15 @@ func (s *paxosStore) DeleteReaction(ctx context.Context, prev engagement.Reactio
 	return s.write(func() (bool, error) { return s.Store.DeleteReaction(ctx, prev) })
 }
 
+// paxosAgent is a durable agent whose reactions go through a paxosStore
+// over a real embedded store st, publishing to b.
+func paxosAgent(t *testing.T) (st *embedded.Store, b *broker, ps *paxosStore, a *region.Agent) {
+	st = embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	b = newBroker(t)
+	ps = &paxosStore{Store: st}
+	return st, b, ps, durableAgent(t, t.TempDir(), ps, st, b, nil)
+}
+
 // TestRepairedWriteCountedSoon: a reaction whose compare-and-set was
 // accepted but left open while a DC went down (its answer a 503, its
 // settle unable to decide) applies when the DC returns and the row's next
@@ -85,10 +95,7 @@ func (s *paxosStore) DeleteReaction(ctx context.Context, prev engagement.Reactio
 // the recount's Quiet (docs/recount.md, assumption A): a repair of the item
 // in between would count it twice. It is counted once.
 func TestRepairedWriteCountedSoon(t *testing.T) {
-	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
-	b := newBroker(t)
-	ps := &paxosStore{Store: st}
-	a := durableAgent(t, t.TempDir(), ps, st, b, nil)
+	st, b, ps, a := paxosAgent(t)
 	ctx := context.Background()
 	ps.mu.Lock()
 	ps.armed, ps.down = true, true
@@ -123,10 +130,7 @@ func TestRepairedWriteCountedSoon(t *testing.T) {
 // answer is still running, the flusher leaves the intent to it (two
 // settles could each count the change); the change is counted once.
 func TestSlowSettleCountedOnce(t *testing.T) {
-	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
-	b := newBroker(t)
-	ps := &paxosStore{Store: st}
-	a := durableAgent(t, t.TempDir(), ps, st, b, nil)
+	st, b, ps, a := paxosAgent(t)
 	ctx := context.Background()
 	for range 3 {
 		// The reaction's write is left open; its settle reads slowly (many
@@ -165,10 +169,7 @@ func TestSlowSettleCountedOnce(t *testing.T) {
 // refuses every write leaves no backlog of intents whose settles would
 // find the rows moved on.
 func TestRefusedWriteDecidedAtOnce(t *testing.T) {
-	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
-	b := newBroker(t)
-	ps := &paxosStore{Store: st}
-	a := durableAgent(t, t.TempDir(), ps, st, b, nil)
+	st, b, ps, a := paxosAgent(t)
 	ctx := context.Background()
 	ps.mu.Lock()
 	ps.refuse = true

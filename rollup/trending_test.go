@@ -527,28 +527,36 @@ func TestTrendingStoreNeverHoldsUpApply(t *testing.T) {
 	wantItems(t, "5m after the store came back", us, []engagement.TrendingItem{ti("x", 11, 0)})
 }
 
+// dueRig is a rollup with trending over one partition (Interval 1 s) on
+// a real embedded store whose list stores can be made to hang (bs), and
+// its clock: next moves it 2 s on and returns it, so every message sent at
+// that time finds the partition due (Interval after the first message
+// counted since its last lists).
+func dueRig(t *testing.T) (st *embedded.Store, bs *blockingTrending, r *rollup.Rollup, next func() time.Time) {
+	st = embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	bs = &blockingTrending{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var mu sync.Mutex
+	now := minuteM.Add(-2 * time.Minute)
+	r = rollup.New(st, func() time.Time { mu.Lock(); defer mu.Unlock(); return now }, nil)
+	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Second}, bs); err != nil {
+		t.Fatal(err)
+	}
+	return st, bs, r, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(2 * time.Second)
+		return now
+	}
+}
+
 // TestTrendingDueWriteNeverHoldsUpApply: the store of the lists a message
 // makes due runs beside the apply: while it hangs (a store slowed down or
 // just restarted), later messages of the partition are applied at once, and
 // once it returns the newest lists are stored, the ones computed meanwhile
 // superseded without a store of their own.
 func TestTrendingDueWriteNeverHoldsUpApply(t *testing.T) {
-	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
-	bs := &blockingTrending{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	var mu sync.Mutex
-	now := minuteM.Add(-2 * time.Minute)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	r := rollup.New(st, clock, nil)
-	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Second}, bs); err != nil {
-		t.Fatal(err)
-	}
-	send := func(seq uint64, count int64) {
-		mu.Lock()
-		now = now.Add(2 * time.Second) // every message finds the partition due
-		at := now
-		mu.Unlock()
-		sendX(t, r, seq, at, count)
-	}
+	st, bs, r, next := dueRig(t)
+	send := func(seq uint64, count int64) { sendX(t, r, seq, next(), count) }
 	send(1, 5) // starts the interval
 	bs.blocked.Store(true)
 	applied := make(chan struct{})
@@ -585,21 +593,9 @@ func TestTrendingDueWriteNeverHoldsUpApply(t *testing.T) {
 // the background writer was busy is not stored itself, but a list only it
 // emptied still is: the store never keeps a list the rollup no longer has.
 func TestTrendingSupersededEmptyListStored(t *testing.T) {
-	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
-	bs := &blockingTrending{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	var mu sync.Mutex
-	now := minuteM.Add(-2 * time.Minute)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	r := rollup.New(st, clock, nil)
-	if err := r.EnableTrending(rollup.TrendingConfig{Partitions: 1, Interval: time.Second}, bs); err != nil {
-		t.Fatal(err)
-	}
+	st, bs, r, next := dueRig(t)
 	send := func(seq uint64, tops ...partial.TopList) {
-		mu.Lock()
-		now = now.Add(2 * time.Second) // every message finds the partition due
-		at := now
-		mu.Unlock()
-		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: at, Sums: []partial.Sum{sum("y", 1)}, Tops: tops}
+		b := &partial.Batch{Agent: "a", Region: "us", Epoch: 1, Seq: seq, FlushedAt: next(), Sums: []partial.Sum{sum("y", 1)}, Tops: tops}
 		b.Sums[0].Region = "us"
 		if err := r.Handle(context.Background(), seq, partial.Append(nil, b)); err != nil {
 			t.Fatal(err)
