@@ -391,18 +391,30 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, cfg StreamCon
 
 // recreateStream creates the stream again if the broker does not have it
 // (any more), starting above seen; a stream that exists is left alone. It
-// reports whether it created the stream.
+// reports whether it created the stream; a failed creation (after the
+// stream was found missing) is a *createError.
 func recreateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, seen uint64) (created bool, _ error) {
 	_, err := js.Stream(ctx, cfg.Name)
 	switch {
 	case err == nil:
 		return false, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return ensureStream(ctx, js, cfg, seen)
+		created, err := ensureStream(ctx, js, cfg, seen)
+		if err != nil {
+			err = &createError{err}
+		}
+		return created, err
 	default:
 		return false, fmt.Errorf("cannot look up stream %s: %w", cfg.Name, err)
 	}
 }
+
+// createError is recreateStream's failure to create the stream it found
+// missing (not a failed lookup): the creation's outcome may be unknown.
+type createError struct{ err error }
+
+func (e *createError) Error() string { return e.err.Error() }
+func (e *createError) Unwrap() error { return e.err }
 
 // firstSeq is the first sequence of a stream created at now by a process
 // that has seen sequences up to seen: the larger of seen+1 and now in
