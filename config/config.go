@@ -231,8 +231,9 @@ type NATS struct {
 	// Durable prefixes the rollup's consumer names (default "rollup").
 	Durable string `yaml:"durable"`
 	// AckWait is how long the broker waits for a rollup's ack before it
-	// hands the message to another (default 30s): with shared partitions
-	// it bounds the handover of a partition whose rollup died mid-message.
+	// hands the message to another (default 30s; StandaloneAckWait, 10s,
+	// with the embedded broker): with shared partitions it bounds the
+	// handover of a partition whose rollup died mid-message.
 	AckWait   time.Duration `yaml:"ack_wait"`
 	CredsFile string        `yaml:"creds_file"`
 	NKeyFile  string        `yaml:"nkey_file"`
@@ -927,12 +928,23 @@ func (c Config) ConsumerConfig(logger *slog.Logger) natsjs.ConsumerConfig {
 	if c.NATS.Durable != "" {
 		cc.Durable = c.NATS.Durable
 	}
-	if c.NATS.AckWait != 0 {
+	switch {
+	case c.NATS.AckWait != 0:
 		cc.AckWait = c.NATS.AckWait
+	case c.Standalone():
+		cc.AckWait = StandaloneAckWait
 	}
 	cc.Logger = logger
 	return cc
 }
+
+// StandaloneAckWait is the default nats.ack_wait of the embedded broker.
+// Broker and rollup share the process there, so a crash kills both and the
+// restarted rollup holds its first batch back until the dead run's
+// unacknowledged deliveries come again, AckWait after the restart: at the
+// hub's 30 s a graceful stop soon after a crash (agent.shutdown_timeout,
+// 30 s) could not wait that long, and failed to apply them before exiting.
+const StandaloneAckWait = 10 * time.Second
 
 // RecountConfig returns the recount job's configuration: its settings,
 // the stream's partitions and the partitions this process owns

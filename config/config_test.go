@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/natsjs"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -398,5 +400,27 @@ func TestReadSettingsReachTheAgent(t *testing.T) {
 	c.Agent.FreshPeerTimeout, c.Agent.CacheTTL, c.Agent.CacheTTLPushed = 200*time.Millisecond, time.Second, 2*time.Second
 	if got := c.AgentConfig(); got.FreshPeerTimeout != 200*time.Millisecond || got.CacheTTL != time.Second || got.CachePushedTTL != 2*time.Second {
 		t.Fatalf("set: fresh %v, ttl %v, pushed %v; want 200ms, 1s, 2s", got.FreshPeerTimeout, got.CacheTTL, got.CachePushedTTL)
+	}
+}
+
+// TestAckWaitDefaults: the embedded broker's rollup waits StandaloneAckWait
+// for a dead run's deliveries, an external broker's the consumer default,
+// and nats.ack_wait overrides both.
+func TestAckWaitDefaults(t *testing.T) {
+	c := Default()
+	if got := c.ConsumerConfig(nil).AckWait; got != StandaloneAckWait {
+		t.Errorf("standalone ack wait = %v, want %v", got, StandaloneAckWait)
+	}
+	c.NATS.URL = "nats://127.0.0.1:4222"
+	if got, want := c.ConsumerConfig(nil).AckWait, natsjs.DefaultConsumerConfig().AckWait; got != want {
+		t.Errorf("external broker ack wait = %v, want %v", got, want)
+	}
+	c.NATS.AckWait = 7 * time.Second
+	if got := c.ConsumerConfig(nil).AckWait; got != 7*time.Second {
+		t.Errorf("configured ack wait = %v, want 7s", got)
+	}
+	c.NATS.URL = ""
+	if got := c.ConsumerConfig(nil).AckWait; got != 7*time.Second {
+		t.Errorf("configured standalone ack wait = %v, want 7s", got)
 	}
 }
