@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/topk"
@@ -342,6 +344,11 @@ type rowID struct {
 	window         int
 }
 
+// listID names the list row stores.
+func listID(row engagement.Trending) rowID {
+	return rowID{row.Scope, row.Counter, windowIndex(row.Window)}
+}
+
 // trendGroup is one region's counter: the latest list of every agent run
 // (agent, epoch) per window, and exact counts of the listed items.
 type trendGroup struct {
@@ -422,10 +429,10 @@ func (t *trender) handLocked(tp *trendPart, set stored) {
 		// still to be stored, as they were.
 		in := make(map[rowID]bool, len(set.rows))
 		for _, row := range set.rows {
-			in[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+			in[listID(row)] = true
 		}
 		for _, row := range old.rows {
-			if !in[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] {
+			if !in[listID(row)] {
 				set.rows = append(set.rows, row)
 			}
 		}
@@ -624,7 +631,7 @@ func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 		// next write, since one may be a list it alone emptied.
 		tp.mu.Lock()
 		for _, row := range set.rows {
-			tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+			tp.rows[listID(row)] = true
 		}
 		tp.markDirty(t.now())
 		tp.mu.Unlock()
@@ -634,9 +641,9 @@ func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 	var (
 		errMu sync.Mutex
 		errs  []error
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, putParallel)
+		g     errgroup.Group
 	)
+	g.SetLimit(putParallel)
 	for _, row := range set.rows {
 		tp.mu.Lock()
 		gone := tp.gone
@@ -644,10 +651,7 @@ func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 		if gone {
 			break // the rows under way finish before wmu is let go
 		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
+		g.Go(func() error {
 			if err := t.st.PutTrending(ctx, row); err != nil {
 				t.stats.WriteErrors.Add(1)
 				errMu.Lock()
@@ -656,15 +660,16 @@ func (t *trender) put(ctx context.Context, tp *trendPart, set stored) error {
 				// Written again by the next write, even if it is empty by
 				// then: the store may still hold an older, non-empty list.
 				tp.mu.Lock()
-				tp.rows[rowID{row.Scope, row.Counter, windowIndex(row.Window)}] = true
+				tp.rows[listID(row)] = true
 				tp.markDirty(t.now())
 				tp.mu.Unlock()
-				return
+				return nil // collected in errs
 			}
 			t.stats.RowsWritten.Add(1)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait() //nolint:errcheck // every goroutine returns nil; failures are in errs
 	if len(errs) == 0 {
 		tp.mu.Lock()
 		gone := tp.gone
