@@ -310,13 +310,7 @@ func (a *api) getCounts(w http.ResponseWriter, r *http.Request) {
 	}
 	defer putReads(reads)
 	a.answer(w, http.StatusOK, func(dst []byte) []byte {
-		dst = append(dst, `{"counts":[`...)
-		for i, id := range q.ids {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = a.appendCountJSON(dst, id, &q, &(*reads)[i], &info)
-		}
+		dst = a.appendCountsJSON(append(dst, `{"counts":[`...), &q, *reads, &info)
 		return append(dst, "]}"...)
 	})
 }

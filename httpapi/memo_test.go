@@ -75,3 +75,52 @@ func TestMemoAnswersAgree(t *testing.T) {
 		t.Error("a read without a store time has a memo tag")
 	}
 }
+
+// TestBatchedCountsAgree holds the answers of many counts at once (the
+// memo heads loaded in passes, appendCountsJSON and appendCountsProto) to
+// the items encoded in full one after the other: more reads than
+// memoBatch, with memos filled, empty, filled for another scope and
+// holding bytes that are not an encoding (which must be encoded anew), and
+// reads without a memo.
+func TestBatchedCountsAgree(t *testing.T) {
+	a := &api{id: apiIDs.Add(1), scopeIndex: map[string]int{engagement.GlobalScope: 0, "us": 1}}
+	stored := time.Date(2026, 12, 1, 18, 0, 0, 123_456_789, time.UTC)
+	info := region.ReadInfo{Now: stored.Add(1500 * time.Millisecond)}
+	q := queryParams{scope: engagement.GlobalScope}
+	var reads []region.CountRead
+	for i := range 2*memoBatch + 5 {
+		id := fmt.Sprintf("v%d", i)
+		q.ids = append(q.ids, id)
+		rd := region.CountRead{Rows: []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope, Likes: int64(i), Counters: map[string]int64{"view": int64(i * 3)}}}, Stored: stored, AsOf: stored, Memo: new(region.Memo)}
+		switch i % 4 {
+		case 0: // filled by an earlier read
+			a.appendCountJSON(nil, id, &q, &rd, &info)
+			a.appendCountProtoMemo(nil, id, &q, &rd, &info)
+		case 1: // no memo at all
+			rd.Memo = nil
+		case 2: // bytes that no encoding begins or ends with
+			tag, _ := a.memoTag(&rd, &q)
+			rd.Memo.Store(memoJSON, tag, []byte("garbage"))
+			rd.Memo.Store(memoProtobuf, tag, []byte("garbage"))
+		}
+		reads = append(reads, rd)
+	}
+	var wantJSON, wantProto []byte
+	for i := range reads {
+		full := reads[i]
+		full.Memo = nil
+		if i > 0 {
+			wantJSON = append(wantJSON, ',')
+		}
+		wantJSON = appendCountRead(wantJSON, q.ids[i], q, &full, &info)
+		wantProto = appendCountProto(wantProto, q.ids[i], q, &full, &info)
+	}
+	for round := range 2 { // the first fills the empty memos, the second reads them
+		if got := a.appendCountsJSON(nil, &q, reads, &info); !bytes.Equal(got, wantJSON) {
+			t.Errorf("round %d: JSON\n%s\nwant\n%s", round, got, wantJSON)
+		}
+		if got := a.appendCountsProto(nil, &q, reads, &info); !bytes.Equal(got, wantProto) {
+			t.Errorf("round %d: protobuf\n%x\nwant\n%x", round, got, wantProto)
+		}
+	}
+}

@@ -430,7 +430,31 @@ func (a *api) appendCountProtoMemo(dst []byte, contentID string, q *queryParams,
 		fields = slices.Clone(appendCountFields(dst, contentID, q.scope, rd)[start:])
 		rd.Memo.Store(memoProtobuf, tag, fields)
 	}
-	stale := uint64(staleness(rd, info))
+	return appendCountMessage(dst, fields, uint64(staleness(rd, info)))
+}
+
+// appendCountsProto appends the Counts of a CountsResponse, field 1 each.
+func (a *api) appendCountsProto(dst []byte, q *queryParams, reads []region.CountRead, info *region.ReadInfo) []byte {
+	var heads [memoBatch][]byte
+	for base := 0; base < len(reads); base += memoBatch {
+		batch := reads[base:min(base+memoBatch, len(reads))]
+		// A kept Count begins with its content_id, field 1 (never empty).
+		a.loadMemos(q, batch, memoProtobuf, byte(protowire.EncodeTag(1, protowire.BytesType)), 0, heads[:len(batch)])
+		for j := range batch {
+			rd := &batch[j]
+			if heads[j] == nil {
+				dst = a.appendCountProtoMemo(dst, q.ids[base+j], q, rd, info)
+				continue
+			}
+			dst = appendCountMessage(dst, heads[j], uint64(staleness(rd, info)))
+		}
+	}
+	return dst
+}
+
+// appendCountMessage appends field 1 of a CountsResponse: a Count of the
+// kept fields 1 to 7 and staleness_ms.
+func appendCountMessage(dst, fields []byte, stale uint64) []byte {
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 	dst = protowire.AppendVarint(dst, uint64(len(fields)+protowire.SizeTag(8)+protowire.SizeVarint(stale)))
 	dst = append(dst, fields...)
@@ -515,9 +539,6 @@ func (a *api) postCounts(w http.ResponseWriter, r *http.Request) {
 	}
 	defer putReads(reads)
 	a.answerProtobuf(w, http.StatusOK, func(dst []byte) []byte {
-		for i, id := range q.ids {
-			dst = a.appendCountProtoMemo(dst, id, &q, &(*reads)[i], &info)
-		}
-		return dst
+		return a.appendCountsProto(dst, &q, *reads, &info)
 	})
 }

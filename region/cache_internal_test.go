@@ -107,3 +107,69 @@ func TestCacheConcurrentReadsInsertsSweeps(t *testing.T) {
 		t.Fatal("no sweep ran")
 	}
 }
+
+// TestGetAllAgreesWithGet: the staged lookup of many ids answers what get
+// answers for each, over tables with probe chains, keys inline and not
+// (longer than inlineKey, empty), absent ids, values whose first read is
+// under way, expired and served on either term, in batches of every size
+// around getBatch.
+func TestGetAllAgreesWithGet(t *testing.T) {
+	c := newStatsCache(1<<20, time.Second, time.Minute)
+	now := time.Now()
+	var ids []string
+	for i := range 3000 {
+		id := fmt.Sprintf("item-%d", i)
+		switch i % 7 {
+		case 1:
+			id = fmt.Sprintf("%s-%0*d", id, inlineKey, i) // longer than inline
+		case 2:
+			id = fmt.Sprintf("%0*d", inlineKey, i) // exactly inline
+		}
+		ids = append(ids, id)
+		switch i % 5 {
+		case 0: // absent
+		case 1: // first read under way
+			c.expect(id)
+		case 2: // loaded long ago: served on neither term
+			c.put(id, []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope}}, now.Add(-time.Hour), 0)
+		case 3: // loaded 10 s ago: served only while the feed is whole
+			c.put(id, []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope}}, now.Add(-10*time.Second), 0)
+		default:
+			c.put(id, []engagement.Stats{{ContentID: id, Scope: engagement.GlobalScope}}, now, 0)
+		}
+	}
+	c.expect("")
+	c.put("", nil, now, 0)
+	ids = append(ids, "", "never-seen", fmt.Sprintf("%0*d", 2*inlineKey, 1))
+	for _, whole := range []bool{false, true} {
+		c.pushedUntil.Store(0)
+		if whole {
+			c.pushedUntil.Store(now.Add(time.Hour).UnixNano())
+		}
+		for size := 1; size <= 3*getBatch+1; size++ {
+			for start := 0; start+size <= len(ids); start += 97 {
+				batch := ids[start : start+size]
+				out := make([]*cacheValue, size)
+				c.getAll(batch, now.UnixNano(), out)
+				for j, id := range batch {
+					want, ok := c.get(id, now.UnixNano())
+					if !ok {
+						want = nil
+					}
+					if out[j] != want {
+						t.Fatalf("whole feed %v, batch of %d: getAll(%q) = %p, get = %p", whole, size, id, out[j], want)
+					}
+				}
+			}
+		}
+	}
+	served := 0
+	for _, id := range ids {
+		if _, ok := c.get(id, now.UnixNano()); ok {
+			served++
+		}
+	}
+	if served == 0 {
+		t.Fatal("no id served: the test compares only misses")
+	}
+}

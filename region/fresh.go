@@ -213,15 +213,19 @@ func (a *Agent) ReadCounts(ctx context.Context, ids []string, mode Consistency, 
 	now := a.now()
 	nowNano := now.UnixNano()
 	missing := 0
-	for i, id := range ids {
-		v, ok := a.cache.get(id, nowNano)
-		if !ok {
-			missing++
-			dst[i] = CountRead{}
-			continue
+	var vs [getBatch]*cacheValue
+	for base := 0; base < len(ids); base += getBatch {
+		batch := ids[base:min(base+getBatch, len(ids))]
+		a.cache.getAll(batch, nowNano, vs[:len(batch)])
+		for j, v := range vs[:len(batch)] {
+			if v == nil {
+				missing++
+				dst[base+j] = CountRead{}
+				continue
+			}
+			at := time.Unix(0, v.current)
+			dst[base+j] = CountRead{Rows: v.rows, Stored: at, AsOf: at, Memo: &v.memo}
 		}
-		at := time.Unix(0, v.current)
-		dst[i] = CountRead{Rows: v.rows, Stored: at, AsOf: at, Memo: &v.memo}
 	}
 	a.stats.CacheHits.Add(uint64(len(ids) - missing))
 	if missing > 0 {

@@ -3,6 +3,7 @@ package region_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -63,6 +64,73 @@ func BenchmarkReadCounts(b *testing.B) {
 					b.Fatalf("fresh views = %d, want 3", dst[0].Rows[0].Counters["view"])
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkReadCounts16 reads 16 warm items in one call ("batch", the
+// lookups in stages: statsCache.getAll) beside the same 16 read one call
+// each ("one-by-one", the peer in the same run), over tables of 10^4 items
+// (CPU-cache resident on a quiet core) and 10^6 (not): the difference is the
+// overlap of the lookups' cache misses.
+//
+//	taskset -c 1 go test -run '^$' -bench ReadCounts16 -count 3 ./region
+func BenchmarkReadCounts16(b *testing.B) {
+	for _, items := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("items=%d", items), func(b *testing.B) {
+			st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
+			cfg := region.DefaultConfig("us", "us-a1")
+			cfg.CacheTTL, cfg.CacheEntries = time.Hour, 2*items
+			a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: nopPublisher{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.Start()
+			defer a.Stop(context.Background())
+			ids := make([]string, items)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("item-%d", i)
+			}
+			for i := 0; i < items; i += 1000 {
+				if _, err := a.Counts(context.Background(), ids[i:min(i+1000, items)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// 16 ids a read, spread over the table.
+			rng := rand.New(rand.NewPCG(1, 2))
+			reads := make([][]string, 4096)
+			for i := range reads {
+				reads[i] = make([]string, 16)
+				for j := range reads[i] {
+					reads[i][j] = ids[rng.IntN(items)]
+				}
+			}
+			dst := make([]region.CountRead, 16)
+			b.Run("batch", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if _, err := a.ReadCounts(context.Background(), reads[i%len(reads)], region.Eventual, dst); err != nil {
+						b.Fatal(err)
+					}
+					if dst[15].Stored.IsZero() {
+						b.Fatal("not warm")
+					}
+				}
+			})
+			b.Run("one-by-one", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					r := reads[i%len(reads)]
+					for j := range r {
+						if _, err := a.ReadCounts(context.Background(), r[j:j+1], region.Eventual, dst[j:j+1]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if dst[15].Stored.IsZero() {
+						b.Fatal("not warm")
+					}
+				}
+			})
 		})
 	}
 }
