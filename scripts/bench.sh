@@ -99,6 +99,18 @@ lg() { # loadgen on the generator core: port, then loadgen flags
 	taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns "$CONNS" "$@"
 }
 json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
+# zipf_per_row RATE: the expected increments per row written when every
+# increment of a 1 s flush interval to an item ends in one write of its
+# rows, at RATE increments/s drawn Zipf 1.0 over 10^6 items: RATE over the
+# expected distinct items a second, sum_i (1 - e^(-RATE p_i)), halved (each
+# sum writes a global and a regional row).
+zipf_per_row() {
+	awk -v r="$1" 'BEGIN {
+		n = 1000000; for (i = 1; i <= n; i++) h += 1 / i
+		for (i = 1; i <= n; i++) { x = r / (i * h); d += (x < 1e-6 ? x : 1 - exp(-x)) }
+		printf "%.2f", (d > 0 ? r / d / 2 : 0)
+	}'
+}
 rb() { # redis-benchmark requests/s for: test, pipeline, requests[, then more redis-benchmark flags]
 	taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t "$1" -P "$2" -n "$3" "${@:4}" -q 2>/dev/null | tr '\r' '\n' |
 		awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}'
@@ -138,6 +150,10 @@ for run in $(seq "$RUNS"); do
 	kv redis_incr64_r10k "$(rb incr 64 $((REDIS_N * 12)) -r 10000)"
 	kv redis_get1 "$(rb get 1 "$REDIS_N")"
 	kv redis_get16 "$(rb get 16 $((REDIS_N * 10)))"
+	# Likewise GET reads one key; over the 10^4 keys G6 reads (set first),
+	# for context.
+	rb set 16 $((REDIS_N * 2)) -r 10000 >/dev/null
+	kv redis_get16_r10k "$(rb get 16 $((REDIS_N * 10)) -r 10000)"
 	stop_pid "$rpid"
 
 	echo "-- $(date -u +%T) floor (cmd/floor, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
@@ -281,6 +297,9 @@ for run in $(seq "$RUNS"); do
 	kv g4 "$(ratio "$g4_private_ns" "$g4_counters_ns")"
 	kv g4_syncmap "$(ratio "$g4_syncmap_ns" "$g4_counters_ns")"
 	kv g10 "$(ratio "$g10_increments" "$g10_rows")"
+	kv g10_model_per_row "$(zipf_per_row "$g10_incr_per_s")"
+	kv g6_r10k "$(ratio "$ec_get16_ups" "$redis_get16_r10k")"
+	[ "$HAS_BODY" = 1 ] && kv g6_protobuf_r10k "$(ratio "$ec_get16pb_ups" "$redis_get16_r10k")"
 	kv g10_per_sum "$(ratio "$g10_increments" "$g10_sums")"
 	kv g10_sums_per_row "$(ratio "$g10_sums" "$g10_rows")"
 	cat "$kvfile"
@@ -424,7 +443,9 @@ part of a write) and docs/write-path.md.
 
 Redis \`INCR\` in redis-benchmark adds to one key; loadgen's increments
 spread over 10^4 ids. Redis \`INCR -P 64\` over 10^4 keys (\`-r 10000\`),
-same run: $(rate redis_incr64_r10k)/s.
+same run: $(rate redis_incr64_r10k)/s. Likewise \`GET\` reads one key; \`GET -P 16\` over
+the 10^4 keys G6 reads (\`-r 10000\`, set before), same run: $(rate redis_get16_r10k)/s,
+against which the agent's 16-id reads are $(stat g6_r10k) (JSON) and $(stat g6_protobuf_r10k) (protobuf).
 
 ## G10: what one agent's flush leaves to coalesce
 
@@ -439,6 +460,15 @@ per row therefore stay near half the increments per sum unless many agents'
 messages of a partition arrive together (or the rate per item is far higher);
 holding writes back to merge more flushes would break G12 (a total visible
 within 1.1 flush intervals).
+
+The model, for the measured rate: at R increments/s drawn Zipf 1.0 over
+10^6 items, a 1 s flush interval holds sum_i (1 - e^(-R p_i)) distinct items
+on average, so one write of each item's rows for *everything* of the
+interval gives R over that, halved (two rows a sum): $(stat g10_model_per_row) increments
+per row at the G10 load's rate (\`zipf_per_row\` in bench.sh), the level
+measured above (a flush window runs a little over 1 s). 10 a row needs
+R ≈ 1.8 × 10^7 increments/s into one region (9.6 at 1.7 × 10^7): a region of
+many agents, not the ~$(rate g10_incr_per_s)/s one core generates here.
 
 ## Machine
 
