@@ -240,7 +240,7 @@ func (a *api) appendCountJSON(dst []byte, contentID string, q *queryParams, rd *
 	} else {
 		start := len(dst)
 		dst = appendCountHead(dst, contentID, q.scope, rd)
-		rd.Memo.Store(memoJSON, tag, slices.Clone(dst[start:]))
+		rd.Memo.Store(memoJSON, tag, dst[start:])
 	}
 	dst = strconv.AppendInt(dst, staleness(rd, info), 10)
 	return append(dst, '}')

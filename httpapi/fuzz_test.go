@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -314,6 +316,53 @@ func FuzzIdempotencyKey(f *testing.F) {
 		}
 		if calls := ta.fake.Calls(); len(calls) != 0 {
 			t.Fatalf("key %q reached the service: %q", key, calls)
+		}
+	})
+}
+
+// FuzzEachParam holds eachParam, which unescapes only a query that has a
+// '%' or '+', to the plain way (url.QueryUnescape of every key and value,
+// the ';' test on every part): the same parameters in the same order, and
+// the same error at the same point.
+func FuzzEachParam(f *testing.F) {
+	for _, s := range []string{"", "content_id=a&content_id=b", "a=%zz", "a;b=c", "x=1&a;b", "a+b=c%20d", "&&=&", "k=v=w", "a=%2", "bad=x&a=%g1", "%3B=%3b", "a=b&c=%"} {
+		f.Add(s)
+	}
+	plain := func(raw string) (params []string, e *apiError) {
+		for raw != "" {
+			var part string
+			part, raw, _ = strings.Cut(raw, "&")
+			if part == "" {
+				continue
+			}
+			if strings.Contains(part, ";") {
+				return params, badField("query", "must separate parameters with '&', not ';'")
+			}
+			k, v, _ := strings.Cut(part, "=")
+			k, err1 := url.QueryUnescape(k)
+			v, err2 := url.QueryUnescape(v)
+			if err := errors.Join(err1, err2); err != nil {
+				return params, badField("query", "is malformed: "+err.Error())
+			}
+			if k == "bad" { // a parameter the caller refuses
+				return params, badField("bad", "is refused")
+			}
+			params = append(params, k, v)
+		}
+		return params, nil
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		want, wantErr := plain(raw)
+		var got []string
+		gotErr := eachParam(raw, func(k, v string) *apiError {
+			if k == "bad" {
+				return badField("bad", "is refused")
+			}
+			got = append(got, k, v)
+			return nil
+		})
+		if !slices.Equal(got, want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("eachParam(%q) = %q, %v; want %q, %v", raw, got, gotErr, want, wantErr)
 		}
 	})
 }

@@ -427,8 +427,7 @@ func (a *api) appendCountProtoMemo(dst []byte, contentID string, q *queryParams,
 	fields, ok := rd.Memo.Load(memoProtobuf, tag)
 	if !ok {
 		start := len(dst)
-		fields = slices.Clone(appendCountFields(dst, contentID, q.scope, rd)[start:])
-		rd.Memo.Store(memoProtobuf, tag, fields)
+		fields = rd.Memo.Store(memoProtobuf, tag, appendCountFields(dst, contentID, q.scope, rd)[start:])
 	}
 	return appendCountMessage(dst, fields, uint64(staleness(rd, info)))
 }

@@ -162,20 +162,28 @@ func pathID(r *http.Request, name string) (string, *apiError) {
 // in order, and stops at the first error: a ';' separator or a bad escape
 // is an error of the field "query".
 func eachParam(raw string, fn func(k, v string) *apiError) *apiError {
+	// One scan of the whole query for what needs a closer look; a query
+	// without '%' and '+' is its own unescaping (16 ids a request spent
+	// ~10% of an in-process read in url.QueryUnescape's byte loop).
+	semi := strings.IndexByte(raw, ';') >= 0
+	escaped := strings.IndexByte(raw, '%') >= 0 || strings.IndexByte(raw, '+') >= 0
 	for raw != "" {
 		var part string
 		part, raw, _ = strings.Cut(raw, "&")
 		if part == "" {
 			continue
 		}
-		if strings.Contains(part, ";") {
+		if semi && strings.Contains(part, ";") {
 			return badField("query", "must separate parameters with '&', not ';'")
 		}
 		k, v, _ := strings.Cut(part, "=")
-		k, err1 := url.QueryUnescape(k)
-		v, err2 := url.QueryUnescape(v)
-		if err := errors.Join(err1, err2); err != nil {
-			return badField("query", "is malformed: "+err.Error())
+		if escaped {
+			var err1, err2 error
+			k, err1 = url.QueryUnescape(k)
+			v, err2 = url.QueryUnescape(v)
+			if err := errors.Join(err1, err2); err != nil {
+				return badField("query", "is malformed: "+err.Error())
+			}
 		}
 		if e := fn(k, v); e != nil {
 			return e

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,7 +214,44 @@ const MemoSlots = 2
 
 type memoBytes struct {
 	tag uint64
-	b   []byte
+	b   []byte // into the same allocation when it fits (newMemoBytes)
+}
+
+// memoBytes with their bytes in one allocation, by size: a reader finds
+// the tag and the bytes in one stretch of memory, one CPU-cache miss fewer
+// than a header pointing to a separate array. (A kept protobuf Count is
+// ~50 bytes, a JSON one ~190.)
+type (
+	memoBytes64 struct {
+		memoBytes
+		buf [64]byte
+	}
+	memoBytes128 struct {
+		memoBytes
+		buf [128]byte
+	}
+	memoBytes256 struct {
+		memoBytes
+		buf [256]byte
+	}
+)
+
+func newMemoBytes(tag uint64, b []byte) *memoBytes {
+	switch n := len(b); {
+	case n <= 64:
+		m := new(memoBytes64)
+		m.tag, m.b = tag, append(m.buf[:0], b...)
+		return &m.memoBytes
+	case n <= 128:
+		m := new(memoBytes128)
+		m.tag, m.b = tag, append(m.buf[:0], b...)
+		return &m.memoBytes
+	case n <= 256:
+		m := new(memoBytes256)
+		m.tag, m.b = tag, append(m.buf[:0], b...)
+		return &m.memoBytes
+	}
+	return &memoBytes{tag: tag, b: slices.Clone(b)}
 }
 
 // Load returns the bytes of slot kept under tag.
@@ -234,11 +272,15 @@ func (m *Memo) Drop(slot int) {
 	}
 }
 
-// Store keeps b in slot under tag; b must not be modified afterwards.
-func (m *Memo) Store(slot int, tag uint64, b []byte) {
-	if m != nil {
-		m.slots[slot].Store(&memoBytes{tag: tag, b: b})
+// Store keeps a copy of b in slot under tag and returns the copy, which
+// must not be modified.
+func (m *Memo) Store(slot int, tag uint64, b []byte) []byte {
+	if m == nil {
+		return slices.Clone(b)
 	}
+	p := newMemoBytes(tag, b)
+	m.slots[slot].Store(p)
+	return p.b
 }
 
 // newStatsCache returns a cache of at most entries items whose values are
@@ -303,6 +345,14 @@ const getBatch = 16
 func (c *statsCache) getAll(ids []string, now int64, out []*cacheValue) {
 	if c.ttl == 0 {
 		clear(out)
+		return
+	}
+	if len(ids) == 1 { // nothing to overlap
+		v, ok := c.get(ids[0], now)
+		if !ok {
+			v = nil
+		}
+		out[0] = v
 		return
 	}
 	var (

@@ -1,7 +1,9 @@
 package region
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -171,5 +173,39 @@ func TestGetAllAgreesWithGet(t *testing.T) {
 	}
 	if served == 0 {
 		t.Fatal("no id served: the test compares only misses")
+	}
+}
+
+// TestMemoKeepsCopies: a Memo keeps a copy of the bytes stored, in every
+// size class of memoBytes and past them, under its tag only, and Drop
+// empties a slot.
+func TestMemoKeepsCopies(t *testing.T) {
+	var m Memo
+	for _, n := range []int{0, 1, 64, 65, 128, 129, 256, 257, 1000} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + n)
+		}
+		want := slices.Clone(b)
+		kept := m.Store(1, uint64(n), b)
+		clear(b) // the caller's buffer is reused
+		got, ok := m.Load(1, uint64(n))
+		if !ok || !bytes.Equal(got, want) || !bytes.Equal(kept, want) {
+			t.Fatalf("%d bytes: loaded %v (%v), Store returned %v; want %v", n, got, ok, kept, want)
+		}
+		if _, ok := m.Load(1, uint64(n)+1); ok {
+			t.Fatalf("%d bytes: loaded under another tag", n)
+		}
+		if _, ok := m.Load(0, uint64(n)); ok {
+			t.Fatalf("%d bytes: loaded from the other slot", n)
+		}
+	}
+	m.Drop(1)
+	if _, ok := m.Load(1, 1000); ok {
+		t.Fatal("loaded after Drop")
+	}
+	var none *Memo
+	if got := none.Store(0, 1, []byte("x")); string(got) != "x" {
+		t.Fatalf("a nil Memo's Store returned %q", got)
 	}
 }
