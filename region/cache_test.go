@@ -45,6 +45,27 @@ func newCacheAgent(t *testing.T, ttl time.Duration, entries int) (*region.Agent,
 	return a, st
 }
 
+// newBenchCacheAgent starts an agent on a real embedded store whose read
+// cache holds items for an hour, and returns it with ids item-0 to
+// item-(items-1), none read yet.
+func newBenchCacheAgent(b *testing.B, items int) (*region.Agent, []string) {
+	b.Helper()
+	st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
+	cfg := region.DefaultConfig("us", "us-a1")
+	cfg.CacheTTL, cfg.CacheEntries = time.Hour, 2*items
+	a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: nopPublisher{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.Start()
+	b.Cleanup(func() { a.Stop(context.Background()) })
+	ids := make([]string, items)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("item-%d", i)
+	}
+	return a, ids
+}
+
 func likes(t *testing.T, a *region.Agent, id, scope string) int64 {
 	t.Helper()
 	got, err := a.Counts(context.Background(), []string{id})
@@ -185,19 +206,9 @@ func TestCacheStaysBounded(t *testing.T) {
 //	go test -run '^$' -bench WarmRead -cpu 1,2 ./region/
 func BenchmarkWarmRead(b *testing.B) {
 	const items = 10_000
-	st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
-	cfg := region.DefaultConfig("us", "us-a1")
-	cfg.CacheTTL, cfg.CacheEntries = time.Hour, 2*items
-	a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: nopPublisher{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	a.Start()
-	defer a.Stop(context.Background())
-	ids := make([]string, items)
+	a, ids := newBenchCacheAgent(b, items)
 	rows := make([]engagement.Stats, items)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("item-%d", i)
 		rows[i] = engagement.Stats{ContentID: ids[i], Scope: engagement.GlobalScope, Likes: 1, LastSeq: 1}
 	}
 	if _, err := a.Counts(context.Background(), ids); err != nil {

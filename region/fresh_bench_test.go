@@ -78,19 +78,7 @@ func BenchmarkReadCounts(b *testing.B) {
 func BenchmarkReadCounts16(b *testing.B) {
 	for _, items := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("items=%d", items), func(b *testing.B) {
-			st := embeddedtest.Open(b, embedded.Config{Timeout: time.Second})
-			cfg := region.DefaultConfig("us", "us-a1")
-			cfg.CacheTTL, cfg.CacheEntries = time.Hour, 2*items
-			a, err := region.New(cfg, region.Deps{Reactions: st, Stats: st, Publisher: nopPublisher{}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			a.Start()
-			defer a.Stop(context.Background())
-			ids := make([]string, items)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("item-%d", i)
-			}
+			a, ids := newBenchCacheAgent(b, items)
 			for i := 0; i < items; i += 1000 {
 				if _, err := a.Counts(context.Background(), ids[i:min(i+1000, items)]); err != nil {
 					b.Fatal(err)
