@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -379,14 +380,37 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, cfg StreamCon
 	if err != nil {
 		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
 	}
-	want.FirstSeq = st.CachedInfo().Config.FirstSeq // set at creation, never changed
-	rctx, cancel = req()
-	_, err = js.UpdateStream(rctx, want)
-	cancel()
-	if err != nil {
-		return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
+	have := st.CachedInfo().Config
+	want.FirstSeq = have.FirstSeq // set at creation, never changed
+	if !holds(have, want) {
+		rctx, cancel = req()
+		_, err = js.UpdateStream(rctx, want)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("cannot update stream %s: %w", cfg.Name, err)
+		}
 	}
 	return false, ensureHubConsumer(ctx, js, cfg)
+}
+
+// holds reports whether a stream configured as have already has every
+// setting of want (StreamConfig.jetstream's fields), so that an update
+// would change none of them. A stream with sources is always updated (the
+// broker reports a source's domain in another form). Skipping the no-op
+// update matters beyond the request it saves: processes that find a
+// stream another one just created update it while their peers create
+// consumers on it, and nats-server 2.15.2 reads the stream's file-store
+// config without its lock while creating a consumer (a data race the race
+// detector reports in tests that embed the broker).
+func holds(have, want jetstream.StreamConfig) bool {
+	if len(have.Sources) > 0 || len(want.Sources) > 0 {
+		return false
+	}
+	return have.Name == want.Name && have.Description == want.Description &&
+		slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention &&
+		have.Storage == want.Storage && max(have.Replicas, 1) == max(want.Replicas, 1) &&
+		have.MaxAge == want.MaxAge && have.Duplicates == want.Duplicates &&
+		have.Discard == want.Discard && have.MaxMsgs == want.MaxMsgs && have.MaxBytes == want.MaxBytes
 }
 
 // recreateStream creates the stream again if the broker does not have it

@@ -68,14 +68,35 @@ func streamInfo(t *testing.T, js jetstream.JetStream, name string) *jetstream.St
 
 func TestEnsureStreamCreatesAndUpdates(t *testing.T) {
 	s := startServer(t, t.TempDir(), 0)
-	_, js := connect(t, s)
+	nc, js := connect(t, s)
 	ctx := context.Background()
 
 	cfg := testStreamConfig(4)
-	for i := range 2 { // the second call changes nothing
+	// The broker's advisory of every update of the stream.
+	updates, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED." + cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updated := func() int {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			if _, err := updates.NextMsg(200 * time.Millisecond); err != nil {
+				return n
+			}
+			n++
+		}
+	}
+	for i := range 2 { // the second call changes nothing, and sends no update
 		if err := EnsureStream(ctx, js, cfg); err != nil {
 			t.Fatalf("EnsureStream #%d: %v", i+1, err)
 		}
+	}
+	if n := updated(); n != 0 {
+		t.Errorf("ensuring a stream that has its config sent %d updates, want none", n)
 	}
 	info := streamInfo(t, js, cfg.Name)
 	if got, want := info.Config.Subjects, []string{"test.sums.0", "test.sums.1", "test.sums.2", "test.sums.3"}; !slices.Equal(got, want) {
@@ -104,6 +125,18 @@ func TestEnsureStreamCreatesAndUpdates(t *testing.T) {
 	if got := info.Config.MaxAge; got != 2*time.Hour {
 		t.Errorf("max age = %v, want 2h", got)
 	}
+	if n := updated(); n != 1 {
+		t.Errorf("growing the stream sent %d updates, want 1", n)
+	}
+	only := cfg
+	only.MaxAge = 3 * time.Hour // one setting changed: updated
+	if err := EnsureStream(ctx, js, only); err != nil {
+		t.Fatalf("EnsureStream (max age): %v", err)
+	}
+	if got, n := streamInfo(t, js, cfg.Name).Config.MaxAge, updated(); got != 3*time.Hour || n != 1 {
+		t.Errorf("max age = %v after %d updates, want 3h after 1", got, n)
+	}
+	cfg = only
 
 	// Shrinking is refused while a dropped partition holds messages...
 	pub := NewPublisher(js, cfg)
