@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/edgecount/edgecount/engagement"
 )
@@ -207,5 +208,15 @@ func TestMemoKeepsCopies(t *testing.T) {
 	var none *Memo
 	if got := none.Store(0, 1, []byte("x")); string(got) != "x" {
 		t.Fatalf("a nil Memo's Store returned %q", got)
+	}
+}
+
+// TestCacheEntryFillsOneLine: an entry with its key inline is one 64-byte
+// size class object, aligned to a cache line, so a lookup finds the hash,
+// the key and the value pointer in one line; a field added must keep it so
+// or shorten inlineKey.
+func TestCacheEntryFillsOneLine(t *testing.T) {
+	if got := unsafe.Sizeof(cacheEntry{}); got != 64 {
+		t.Fatalf("cacheEntry is %d bytes, want 64", got)
 	}
 }
