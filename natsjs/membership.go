@@ -142,7 +142,9 @@ func (m *membership) ensure(ctx context.Context) (created bool, _ error) {
 		m.lost.Store(m.lost.Load() || created)
 		return false, fmt.Errorf("cannot create membership stream %s: %w", m.stream, err)
 	}
-	m.lost.Store(false)
+	// lost stays set: the round that renews into the stream counts the
+	// rejoin (clearing it here lost the count when the stream a timed-out
+	// create had made was found on the next try).
 	m.st = st
 	return created, nil
 }
@@ -166,6 +168,7 @@ func (m *membership) round(ctx context.Context) error {
 			return fmt.Errorf("cannot renew membership %s: the stream is not answering: %w", m.subject(), err)
 		}
 		if created {
+			m.lost.Store(false) // counted here
 			m.rejoins.Add(1)
 			m.log.Warn("membership stream created again after the broker lost it; joining again", "members_stream", m.stream)
 		}

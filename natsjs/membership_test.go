@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestAssignIsBalancedAndDeterministic(t *testing.T) {
@@ -85,5 +86,39 @@ func TestAssignMovesFewPartitions(t *testing.T) {
 	}
 	if got, limit := float64(leaveExtra)/trials, 1.0; got > limit {
 		t.Errorf("a member leaving moved %.2f partitions between survivors on average, want at most %.1f", got, limit)
+	}
+}
+
+// TestMembershipCountsRejoinAfterTimedOutCreate: a member whose create of
+// the lost membership stream failed (it may have created it anyway) and
+// whose next ensure finds the stream counts one rejoin when it renews into
+// it, and only one. (A successful ensure used to clear the mark first, and
+// the rejoin went uncounted: TestGroupFailoverAfterBrokerRestart failed on
+// it once in CI.)
+func TestMembershipCountsRejoinAfterTimedOutCreate(t *testing.T) {
+	s := startServer(t, t.TempDir(), 0)
+	_, js := connect(t, s)
+	m := &membership{
+		js: js, stream: "TEST_MEMBERS", subjects: "test-members.>", prefix: "test-members.g", id: "m0",
+		ttl: 2 * time.Second, replicas: 1, partitions: 4, log: testLogger(t), cur: &view{changed: make(chan struct{})},
+	}
+	ctx := t.Context()
+	if err := m.join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.rejoins.Load(); n != 0 {
+		t.Fatalf("rejoins after the first join = %d, want 0", n)
+	}
+	m.lost.Store(true) // what a create that timed out leaves
+	if created, err := m.ensure(ctx); err != nil || created {
+		t.Fatalf("ensure of the existing stream = %v, %v; want false, nil", created, err)
+	}
+	for range 2 {
+		if err := m.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.rejoins.Load(); n != 1 {
+		t.Fatalf("rejoins after renewing into the stream found again = %d, want 1", n)
 	}
 }
