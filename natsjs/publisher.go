@@ -143,6 +143,9 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, msgID string) (u
 			p.log.Info("stream is back; publishing again", "failures", n, "after", d.Round(time.Millisecond))
 		}
 		p.failing.Store(false)
+		// Back before another attempt to create it (backoff): the one
+		// that got no answer created it, as when recreate finds it.
+		p.countUnsure()
 		p.mu.Unlock()
 	}
 	return ack.Sequence, nil
@@ -177,12 +180,20 @@ func (p *Publisher) recreate(ctx context.Context, cause error) bool {
 	p.next, p.tries = time.Time{}, 0
 	// Found existing after an attempt that got no answer: that attempt
 	// created it (a CI run saw the creation outlive a 200ms publish).
-	created, p.unsure = created || p.unsure, false
-	if created {
-		p.recreated.Add(1)
-		p.log.Warn("stream created again; messages it held and no one had consumed are lost with the broker's state")
-	}
+	p.unsure = p.unsure || created
+	p.countUnsure()
 	return true
+}
+
+// countUnsure counts the creation of the stream that p.unsure stands for.
+// p.mu is held.
+func (p *Publisher) countUnsure() {
+	if !p.unsure {
+		return
+	}
+	p.unsure = false
+	p.recreated.Add(1)
+	p.log.Warn("stream created again; messages it held and no one had consumed are lost with the broker's state")
 }
 
 // Stats returns a snapshot of the counters.

@@ -711,3 +711,30 @@ func TestGroupFailoverSoonAfterBrokerRestart(t *testing.T) {
 		t.Errorf("survivor owned every partition %v after the kill, want within %v (HandoverBound + 1.5s)", took, limit)
 	}
 }
+
+// TestPublisherCountsCreationAnsweredLate: a publisher whose creation of
+// the missing stream got no answer, and whose next publish finds the stream
+// back before its backoff lets it try again, counts that creation once.
+// (TestPublisherRetriesAcrossBrokerRestart saw StreamsRecreated = 0 in CI
+// when the timed-out creation had created the stream.)
+func TestPublisherCountsCreationAnsweredLate(t *testing.T) {
+	s := startServer(t, t.TempDir(), 0)
+	_, js := connect(t, s)
+	cfg := testStreamConfig(2)
+	if err := EnsureStream(t.Context(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(js, cfg).WithLogger(testLogger(t))
+	pub.mu.Lock()
+	pub.failing.Store(true) // the stream was found missing ...
+	pub.unsure = true       // ... and the creation got no answer
+	pub.mu.Unlock()
+	for i := range 2 {
+		if err := pub.Publish(t.Context(), 0, fmt.Sprintf("a/%d", i), []byte("0/1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pub.Stats().StreamsRecreated; got != 1 {
+		t.Fatalf("StreamsRecreated = %d, want 1", got)
+	}
+}
