@@ -189,3 +189,46 @@ func TestFastRouteAgreesWithMux(t *testing.T) {
 		}
 	}
 }
+
+// TestCountReadsReadNoHeader holds skipsHeaders to the count handlers:
+// every request it names is answered through Server (which hands it no
+// header) exactly as the handler answers it directly with headers that
+// would change the answer of a route that read them.
+func TestCountReadsReadNoHeader(t *testing.T) {
+	ta := newTestAPI(t, testConfig())
+	seed(ta.fake)
+	a := ta.h.(*api)
+	headers := map[string]string{
+		"Accept": "application/x-protobuf", "Content-Type": "application/x-protobuf",
+		"Authorization": "Bearer nobody-knows-this-token", "Idempotency-Key": "k1",
+		"Connection": "keep-alive", "X-Forwarded-For": "10.0.0.1",
+	}
+	for _, target := range []string{
+		"/v1/counts/c1", "/v1/counts/c1?region=eu", "/v1/counts/c1?consistency=fresh",
+		"/v1/counts/c1?region=mars", "/v1/counts/%2E", "/v1/counts/", "/v1/counts//x",
+		"/v1/counts", "/v1/counts?content_id=c1&content_id=c2", "/v1/counts?content_id=c1;x",
+		"/v1/counts?content_id=c1&bogus=1", "/v1/countsx", "/v1/counts/?content_id=c1",
+	} {
+		if !a.skipsHeaders(http.MethodGet, []byte(target)) {
+			t.Fatalf("skipsHeaders(GET %s) = false", target)
+		}
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		want := httptest.NewRecorder()
+		ta.h.ServeHTTP(want, req) // the handler itself, every header seen
+		got := ta.do(t, http.MethodGet, target, "", "")
+		if got.Code != want.Code || got.Body.String() != want.Body.String() {
+			t.Errorf("GET %s through Server = %d %s; with headers, directly %d %s", target, got.Code, got.Body, want.Code, want.Body)
+		}
+	}
+	for _, c := range []struct{ method, uri string }{
+		{"POST", "/v1/counts"}, {"HEAD", "/v1/counts/c1"}, {"GET", "/v1/count"}, {"GET", "/v1/trending"},
+		{"GET", "/v1/reactions/u/c1"}, {"GET", "/metrics"},
+	} {
+		if a.skipsHeaders(c.method, []byte(c.uri)) {
+			t.Errorf("skipsHeaders(%s %s) = true", c.method, c.uri)
+		}
+	}
+}

@@ -326,3 +326,50 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("Serve after Shutdown = %v, want http.ErrServerClosed", err)
 	}
 }
+
+// headerProbe records the headers of each request; it skips them for
+// paths under /skip.
+type headerProbe struct {
+	mu   sync.Mutex
+	seen map[string]http.Header
+}
+
+func (p *headerProbe) skipsHeaders(_ string, uri []byte) bool {
+	return bytes.HasPrefix(uri, []byte("/skip"))
+}
+
+func (p *headerProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.seen[r.URL.Path] = r.Header.Clone()
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain")
+	io.WriteString(w, r.URL.RawQuery) //nolint:errcheck // test handler
+}
+
+// TestServerSkipsHeadersOnlyWhenAsked checks that a handler offering
+// skipsHeaders gets no header for the requests it names and every header
+// for the others, on one connection in turn (the exchange is reused), and
+// that a handler that wraps it (as Authenticate does) gets every header.
+func TestServerSkipsHeadersOnlyWhenAsked(t *testing.T) {
+	p := &headerProbe{seen: map[string]http.Header{}}
+	wrapped := http.HandlerFunc(p.ServeHTTP)
+	for _, h := range []http.Handler{p, wrapped} {
+		clear(p.seen)
+		s := viaServer(t, h)
+		for _, path := range []string{"/skip/a", "/keep/a", "/skip/b", "/keep/b"} {
+			req := httptest.NewRequest(http.MethodGet, path+"?q=1", nil)
+			req.Header.Set("Authorization", "Bearer t")
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || rec.Body.String() != "q=1" {
+				t.Fatalf("GET %s = %d %q", path, rec.Code, rec.Body)
+			}
+		}
+		for path, hdr := range p.seen {
+			skipped := h == http.Handler(p) && strings.HasPrefix(path, "/skip")
+			if got := hdr.Get("Authorization"); skipped != (got == "") || (skipped && len(hdr) != 0) {
+				t.Errorf("handler %T, %s: headers %v (want skipped: %v)", h, path, hdr, skipped)
+			}
+		}
+	}
+}
