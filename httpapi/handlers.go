@@ -78,10 +78,34 @@ func (a *api) writeError(w http.ResponseWriter, e *apiError) {
 // answer answers status with the body that build appends to a pooled
 // buffer.
 func (a *api) answer(w http.ResponseWriter, status int, build func(dst []byte) []byte) {
+	if buildAnswer(w, status, contentTypeJSON[0], build) {
+		return
+	}
 	bp := a.getBuf()
 	*bp = build((*bp)[:0])
 	writeJSON(w, status, *bp)
 	a.putBuf(bp)
+}
+
+// buildAnswer answers status with the body build appends straight to the
+// Server's response buffer, when w is the Server's writer behind the API's
+// (respWriter) and the answer can be whole (only a Content-Type): one copy
+// of a 16-id read's ~3 KB fewer than building it apart. It reports false,
+// having done nothing, otherwise. build is called directly (not through an
+// interface), so that the caller's closure stays on its stack.
+func buildAnswer(w http.ResponseWriter, status int, contentType string, build func(dst []byte) []byte) bool {
+	rw, ok := w.(*respWriter)
+	if !ok {
+		return false
+	}
+	resp := rw.startWhole(status, contentType)
+	if resp == nil {
+		return false
+	}
+	// The response's pooled buffer, taken out, appended to and put back.
+	b := resp.SwapBody(nil)
+	resp.SwapBody(build(b[:0]))
+	return true
 }
 
 // serviceError answers an error of the Service, logging it when it is

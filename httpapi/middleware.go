@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // routed marks the answer as the route's own, so that the wrapper passes it
@@ -185,6 +187,22 @@ func (w *respWriter) writeWhole(status int, contentType string, body []byte) boo
 	}
 	w.wrote, w.status = true, status
 	return true
+}
+
+// startWhole is the Server writer's startWhole through the wrapper: the
+// response of a route's whole answer, whose body the caller builds in
+// place (buildAnswer); nil when w.w is another writer or the answer
+// cannot be whole.
+func (w *respWriter) startWhole(status int, contentType string) *fasthttp.Response {
+	fw, ok := w.w.(*fastWriter)
+	if !ok || w.wrote || !w.routed || status < 200 {
+		return nil
+	}
+	resp := fw.startWhole(status, contentType)
+	if resp != nil {
+		w.wrote, w.status = true, status
+	}
+	return resp
 }
 
 func (w *respWriter) Write(b []byte) (int, error) {

@@ -504,6 +504,9 @@ func writeProtobuf(w http.ResponseWriter, status int, body []byte) {
 
 // answerProtobuf is answer for a protobuf body.
 func (a *api) answerProtobuf(w http.ResponseWriter, status int, build func(dst []byte) []byte) {
+	if buildAnswer(w, status, contentTypeProtobufs[0], build) {
+		return
+	}
 	bp := a.getBuf()
 	*bp = build((*bp)[:0])
 	writeProtobuf(w, status, *bp)
