@@ -6,7 +6,10 @@
 #
 #   G1, G2, G5, G6  the HTTP API (standalone edge-agent, cmd/loadgen; G1 and G6
 #                   also with -body protobuf once loadgen has it) ÷ Redis
-#                   (a private redis-server, redis-benchmark), and ÷ the floor
+#                   (a private redis-server, redis-benchmark); G5 and G6 also
+#                   driven by wrk (scripts/wrk/*.lua); ÷ the agent's own
+#                   server path with a handler that does no work (the bound
+#                   of G5 and G6: httpapi/internal/floor -mode server); ÷ the floor
 #                   (cmd/floor: a bare read/write loop answering a fixed
 #                   response, the most any Go HTTP server reaches here)
 #   G3, G4          counter micro-benchmarks (go test -bench ./region/)
@@ -73,6 +76,12 @@ HAS_BODY=0
 lg_help=$("$work/bin/loadgen" -h 2>&1 || true) # not a pipe into grep -q: pipefail would see loadgen's SIGPIPE
 [[ $lg_help == *-body* ]] && HAS_BODY=1
 ./scripts/redis.sh install >/dev/null
+# wrk (Debian's): a C client with one event loop, like redis-benchmark,
+# for G5 and G6 beside loadgen.
+if ! command -v wrk >/dev/null; then
+	apt-cache show wrk >/dev/null 2>&1 || apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends wrk >/dev/null
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
@@ -99,6 +108,19 @@ lg() { # loadgen on the generator core: port, then loadgen flags
 	taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns "$CONNS" "$@"
 }
 json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
+# wrk_rps PORT SCRIPT: requests/s of wrk (one thread, CONNS connections) on
+# the generator core with scripts/wrk/SCRIPT.lua; "nan" when any answer was
+# not a 2xx or a socket failed.
+wrk_rps() {
+	local out
+	out=$(taskset -c "$GEN_CORE" wrk -t 1 -c "$CONNS" -d "$DURATION" -s "scripts/wrk/$2.lua" "http://127.0.0.1:$1")
+	if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+		echo "bench.sh: wrk $2 on :$1 saw errors: $(grep -E 'Non-2xx|Socket errors' <<<"$out")" >&2
+		echo nan
+		return
+	fi
+	awk '/^Requests\/sec:/ {print $2}' <<<"$out"
+}
 # zipf_per_row RATE: the expected increments per row written when every
 # increment of a 1 s flush interval to an item ends in one write of its
 # rows, at RATE increments/s drawn Zipf 1.0 over 10^6 items: RATE over the
@@ -181,6 +203,25 @@ for run in $(seq "$RUNS"); do
 	done
 	stop_pid "$fpid"
 
+	# The agent's own server path (httpapi.Server: fasthttp, the net/http
+	# adapter, the yield after each answer) with a handler that does no
+	# work, answering bytes of the size the agent answers (one count row;
+	# 16 rows, ~3 KB, for the 16-id load): what a read that cost nothing
+	# would reach, the bound of G5 and G6 on this path.
+	echo "-- $(date -u +%T) httpapi.Server with a trivial handler (httpapi/internal/floor -mode server, core $SUT_CORE), by loadgen and wrk"
+	for rows in 1 16; do
+		mode=get1
+		[ "$rows" = 16 ] && mode=get16
+		taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$FLOOR_PORT" -mode server -rows "$rows" >/dev/null 2>&1 &
+		fpid=$!
+		pids+=("$fpid")
+		wait_http "$FLOOR_PORT" /
+		r=$(lg "$FLOOR_PORT" -mode "$mode")
+		kv "server_${mode}_rps" "$(json "$r" requests_per_s)"
+		kv "server_${mode}_wrk_rps" "$(wrk_rps "$FLOOR_PORT" "$mode")"
+		stop_pid "$fpid"
+	done
+
 	echo "-- $(date -u +%T) edge-agent standalone (core $SUT_CORE), default durability (fsync), driven by loadgen (core $GEN_CORE)"
 	rm -rf "$work/data"
 	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn \
@@ -214,6 +255,7 @@ for run in $(seq "$RUNS"); do
 		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
 		kv "ec_${mode}_p50_us" "$(json "$r" p50_us)"
 		kv "ec_${mode}_errors" "$(json "$r" errors)"
+		kv "ec_${mode}_wrk_rps" "$(wrk_rps "$AGENT_PORT" "$mode")"
 	done
 
 	if [ "$HAS_BODY" = 1 ]; then
@@ -293,6 +335,20 @@ for run in $(seq "$RUNS"); do
 	[ "$HAS_BODY" = 1 ] && kv g1_protobuf_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_incr100pb_cpu_us" 'BEGIN{print c / 100}')")"
 	kv g2_fasthttp_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$fasthttp_get1_cpu_us")"
 	kv g6_of_fasthttp "$(ratio "$ec_get16_rps" "$fasthttp_get16_rps")"
+	# The same goals with wrk as the client, and what the agent's server
+	# path with a handler that does nothing reaches (the bound), same run.
+	kv ec_get16_wrk_ups "$(awk -v r="$ec_get16_wrk_rps" 'BEGIN{print 16 * r}')"
+	kv server_get16_wrk_ups "$(awk -v r="$server_get16_wrk_rps" 'BEGIN{print 16 * r}')"
+	kv g5_wrk "$(ratio "$ec_get1_wrk_rps" "$redis_get1")"
+	kv g6_wrk "$(ratio "$(awk -v r="$ec_get16_wrk_rps" 'BEGIN{print 16 * r}')" "$redis_get16")"
+	kv g5_server_bound "$(ratio "$server_get1_rps" "$redis_get1")"
+	kv g5_server_bound_wrk "$(ratio "$server_get1_wrk_rps" "$redis_get1")"
+	kv g6_server_bound "$(ratio "$(awk -v r="$server_get16_rps" 'BEGIN{print 16 * r}')" "$redis_get16")"
+	kv g6_server_bound_wrk "$(ratio "$(awk -v r="$server_get16_wrk_rps" 'BEGIN{print 16 * r}')" "$redis_get16")"
+	kv g5_of_server "$(ratio "$ec_get1_rps" "$server_get1_rps")"
+	kv g5_of_server_wrk "$(ratio "$ec_get1_wrk_rps" "$server_get1_wrk_rps")"
+	kv g6_of_server "$(ratio "$ec_get16_rps" "$server_get16_rps")"
+	kv g6_of_server_wrk "$(ratio "$ec_get16_wrk_rps" "$server_get16_wrk_rps")"
 	kv g3 "$(ratio "$g3_atomic_ns" "$(awk -v s="$g3_sharded2_ns" 'BEGIN{print 2*s}')")"
 	kv g4 "$(ratio "$g4_private_ns" "$g4_counters_ns")"
 	kv g4_syncmap "$(ratio "$g4_syncmap_ns" "$g4_counters_ns")"
@@ -377,7 +433,10 @@ Each ratio is taken within one run, against its peer measured in the same
 run; the figures are medians over the runs, with the spread (min–max) in
 brackets. The system under test (edge-agent standalone, redis-server,
 cmd/floor) ran on core $SUT_CORE and the load generators (cmd/loadgen, $CONNS
-connections; redis-benchmark, 50 clients) on core $GEN_CORE, over loopback.
+connections; wrk, one thread and $CONNS connections; redis-benchmark, 50
+clients) on core $GEN_CORE, over loopback. The G5 and G6 rows marked wrk
+drive the agent with wrk (scripts/wrk/*.lua, the same keys), a C client
+with one event loop like redis-benchmark; the others with loadgen (Go).
 
 $(awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { if (l + 0 > n + 0) printf "**The machine was busy** (load average %s on %s cores when the runs began): other work shared both cores, so the absolute figures are low and the ratios noisy. Re-measure on a quiet machine.\n", l, n }')
 
@@ -388,7 +447,9 @@ $(awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { if (l + 0 > n + 0) prin
 | G3 | hot counter, 2 goroutines: $(stat g3_sharded2_ns) ns/add | one uncontended atomic add $(stat g3_atomic_ns) ns | $(stat g3) | ≥ 0.8 | $(met g3 '>=' 0.8) |
 | G4 | keyed add over 100 k keys: $(stat g4_counters_ns %.0f) ns | private map $(stat g4_private_ns %.0f) ns; \`sync.Map\` $(stat g4_syncmap_ns %.0f) ns | $(stat g4); $(stat g4_syncmap)× sync.Map | ≥ 0.7 every run; ≥ 1.5× | $(met g4 '>=' 0.7); $(met g4_syncmap '>=' 1.5) |
 | G5 | $(rate ec_get1_ups) counts/s, 1 a request | Redis \`GET\` $(rate redis_get1)/s | $(stat g5) | ≥ 1.2 | $(met g5 '>=' 1.2) |
+| G5 | $(rate ec_get1_wrk_rps) counts/s, 1 a request, **wrk** | Redis \`GET\` $(rate redis_get1)/s | $(stat g5_wrk) | ≥ 1.2 | $(met g5_wrk '>=' 1.2) |
 | G6 | $(rate ec_get16_ups) counts/s, 16 a request | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6) | ≥ 1.0 and ≥ 500 k/s | $(met g6 '>=' 1.0); $(met ec_get16_ups '>=' 500000) |${g6pb_row}
+| G6 | $(rate ec_get16_wrk_ups) counts/s, 16 a request, **wrk** | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_wrk) | ≥ 1.0 and ≥ 500 k/s | $(met g6_wrk '>=' 1.0); $(met ec_get16_wrk_ups '>=' 500000) |
 | G10 | $(stat g10_increments %.0f) increments (at $(rate g10_incr_per_s)/s) over $(stat g10_rows %.0f) rows written, Zipf 1.0 over 10^6 items, 1 s flush, embedded store | — | $(stat g10 %.1f) increments per row | ≥ 10 | $(met g10 '>=' 10) |
 $(if grep -q '^g13_' "$work"/runs/*.kv; then
 		cat <<G13
@@ -422,6 +483,30 @@ $(stat g5_fasthttp_bound)× Redis \`GET\` and $(stat g2_fasthttp_bound)× Redis 
 G2's 1.2. The agent's single reads reach $(stat g5_of_fasthttp) of that trivial handler, its
 16-id reads $(stat g6_of_fasthttp) of it (requests/s). Where the rest goes: docs/server-path.md
 (perf profiles of the agent under each load).
+
+## G5 and G6: what a read that cost nothing would reach
+
+\`httpapi/internal/floor -mode server\` is the agent's own server path
+(httpapi.Server: fasthttp, the net/http adapter, the yield after each
+answer) with a handler that does no work and answers fixed bytes of the
+size the agent answers: one count row for single reads, 16 rows (~3 KB)
+for 16-id reads. It is what the agent would reach if finding, checking and
+copying the counts cost nothing. Same run, requests/s, and that bound as a
+ratio to Redis:
+
+| load | client | trivial handler on the server path | bound ÷ Redis | agent | agent ÷ bound | goal |
+|---|---|---|---|---|---|---|
+| one count read | loadgen | $(rate server_get1_rps) | $(stat g5_server_bound) | $(rate ec_get1_rps) | $(stat g5_of_server) | G5 ≥ 1.2 |
+| one count read | wrk | $(rate server_get1_wrk_rps) | $(stat g5_server_bound_wrk) | $(rate ec_get1_wrk_rps) | $(stat g5_of_server_wrk) | G5 ≥ 1.2 |
+| 16 count reads | loadgen | $(rate server_get16_rps) | $(stat g6_server_bound) | $(rate ec_get16_rps) | $(stat g6_of_server) | G6 ≥ 1.0 |
+| 16 count reads | wrk | $(rate server_get16_wrk_rps) | $(stat g6_server_bound_wrk) | $(rate ec_get16_wrk_rps) | $(stat g6_of_server_wrk) | G6 ≥ 1.0 |
+
+A goal is within reach only where the bound ÷ Redis exceeds it; the agent
+then needs at least goal ÷ (bound ÷ Redis) of the bound, which leaves the
+read itself (parsing the ids, the cache lookups, copying the kept answers)
+that share of a request's time. \`go test ./httpapi -run '^$' -bench
+ServerAgentReads\` measures the read in process, caches warm (a lower bound
+of what it costs under load).
 
 ## G1 and G2: CPU time per request
 

@@ -5,8 +5,10 @@
 //	floor -addr 127.0.0.1:18090 -mode bare      # a read/write loop
 //	floor -addr 127.0.0.1:18090 -mode nethttp   # net/http, trivial handler
 //	floor -addr 127.0.0.1:18090 -mode fasthttp  # fasthttp, trivial handler
+//	floor -addr 127.0.0.1:18090 -mode server    # httpapi.Server, trivial handler
 //
-// The answer is a count row of the size GET /v1/counts/{id} answers. bare
+// The answer is a count row of the size GET /v1/counts/{id} answers (with
+// -rows 16, the size of a 16-id read's answer). bare
 // parses only what it must to find the end of each request (headers, a
 // Content-Length body) and answers every request read in one write, which is
 // what pipelining lets a server do. It runs until interrupted.
@@ -24,19 +26,36 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/edgecount/edgecount/httpapi"
 )
 
-const body = `{"content_id":"item-42","region":"global","likes":0,"dislikes":0,"counters":{"view":17},"updated_at":"2026-12-01T11:00:00Z"}`
+// row is one count as GET /v1/counts answers it (~190 bytes).
+const row = `{"content_id":"item-42","region":"global","likes":0,"dislikes":0,"counters":{"view":17},"updated_at":"2026-12-01T11:00:00.754033061Z","as_of":"2026-12-01T11:00:01.715Z","staleness_ms":0}`
 
-var answer = []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-	strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+// body and answer are the fixed answer: one row, or with -rows N a
+// {"counts":[…]} of N rows, the size of an N-id read's answer.
+var body string
+var answer []byte
+
+func setAnswer(rows int) {
+	body = row
+	if rows > 1 {
+		body = `{"counts":[` + strings.TrimSuffix(strings.Repeat(row+",", rows), ",") + `]}`
+	}
+	answer = []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18090", "listen `host:port`")
-	mode := flag.String("mode", "bare", "bare, nethttp or fasthttp")
+	mode := flag.String("mode", "bare", "bare, nethttp, fasthttp or server")
+	rows := flag.Int("rows", 1, "answer `N` count rows ({\"counts\":[…]} when N > 1): the size of an N-id read's answer")
 	flag.Parse()
+	setAnswer(*rows)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -60,8 +79,16 @@ func main() {
 			c.SetContentType("application/json")
 			c.SetBodyString(body)
 		}}).Serve(ln)
+	case "server":
+		// httpapi.Server (fasthttp under the net/http adapter the agent
+		// runs) with a trivial handler: what the adapter adds to fasthttp.
+		b, ct := []byte(body), []string{"application/json"}
+		err = httpapi.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Content-Type"] = ct
+			w.Write(b) //nolint:errcheck // the client may be gone
+		}), httpapi.ServerConfig{}).Serve(ln)
 	default:
-		err = fmt.Errorf("mode %q: want bare, nethttp or fasthttp", *mode)
+		err = fmt.Errorf("mode %q: want bare, nethttp, fasthttp or server", *mode)
 	}
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
