@@ -7,7 +7,7 @@
 #   G1, G2, G5, G6  the HTTP API (standalone edge-agent, cmd/loadgen; G1 and G6
 #                   also with -body protobuf once loadgen has it) ÷ Redis
 #                   (a private redis-server, redis-benchmark); G5 and G6 also
-#                   driven by wrk (scripts/wrk/*.lua); ÷ the agent's own
+#                   driven by wrk (scripts/wrk/counts.lua); ÷ the agent's own
 #                   server path with a handler that does no work (the bound
 #                   of G5 and G6: httpapi/internal/floor -mode server); ÷ the floor
 #                   (cmd/floor: a bare read/write loop answering a fixed
@@ -108,12 +108,14 @@ lg() { # loadgen on the generator core: port, then loadgen flags
 	taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns "$CONNS" "$@"
 }
 json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
-# wrk_rps PORT SCRIPT: requests/s of wrk (one thread, CONNS connections) on
-# the generator core with scripts/wrk/SCRIPT.lua; "nan" when any answer was
-# not a 2xx or a socket failed.
+# wrk_rps PORT MODE: requests/s of wrk (one thread, CONNS connections) on
+# the generator core reading counts as loadgen's MODE (get1 or get16) does,
+# with scripts/wrk/counts.lua; "nan" when any answer was not a 2xx or a
+# socket failed.
 wrk_rps() {
-	local out
-	out=$(taskset -c "$GEN_CORE" wrk -t 1 -c "$CONNS" -d "$DURATION" -s "scripts/wrk/$2.lua" "http://127.0.0.1:$1")
+	local out ids=1
+	[ "$2" = get16 ] && ids=16
+	out=$(IDS=$ids taskset -c "$GEN_CORE" wrk -t 1 -c "$CONNS" -d "$DURATION" -s scripts/wrk/counts.lua "http://127.0.0.1:$1")
 	if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
 		echo "bench.sh: wrk $2 on :$1 saw errors: $(grep -E 'Non-2xx|Socket errors' <<<"$out")" >&2
 		echo nan
@@ -435,7 +437,7 @@ brackets. The system under test (edge-agent standalone, redis-server,
 cmd/floor) ran on core $SUT_CORE and the load generators (cmd/loadgen, $CONNS
 connections; wrk, one thread and $CONNS connections; redis-benchmark, 50
 clients) on core $GEN_CORE, over loopback. The G5 and G6 rows marked wrk
-drive the agent with wrk (scripts/wrk/*.lua, the same keys), a C client
+drive the agent with wrk (scripts/wrk/counts.lua, the same keys), a C client
 with one event loop like redis-benchmark; the others with loadgen (Go).
 
 $(awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { if (l + 0 > n + 0) printf "**The machine was busy** (load average %s on %s cores when the runs began): other work shared both cores, so the absolute figures are low and the ratios noisy. Re-measure on a quiet machine.\n", l, n }')
