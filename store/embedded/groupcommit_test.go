@@ -125,40 +125,50 @@ func TestCommitterGroups(t *testing.T) {
 // partition consumers are woken by one flush of a process pinned to one
 // core, and checks that they share one transaction: the leader yields
 // while the queue grows instead of committing alone and leaving the rest
-// to the next commit.
+// to the next commit (which makes 2 transactions, every time). The
+// runtime may still split a release now and then (sysmon preempts a
+// goroutine whose thread the OS stopped for 10 ms, seen once in CI under
+// -race on a busy machine), so the scenario gets up to 5 tries and one
+// shared commit passes.
 func TestCommitterGathers(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	s := openTemp(t)
-	rows := func(i int) []engagement.Stats {
-		return []engagement.Stats{{ContentID: fmt.Sprintf("item-%d", i), Scope: engagement.GlobalScope, Likes: int64(i), LastSeq: 1}}
-	}
 	const writers = 16
-	commits0, writes0 := s.counters.Commits.Load(), s.counters.Writes.Load()
-	start := make(chan struct{})
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			errs[i] = s.WriteStats(t.Context(), rows(i))
-		})
-	}
-	runtime.Gosched() // let every writer block on start
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("writer %d: %v", i, err)
+	var commits []int64
+	for try := range 5 {
+		rows := func(i int) []engagement.Stats {
+			return []engagement.Stats{{ContentID: fmt.Sprintf("item-%d", i), Scope: engagement.GlobalScope, Likes: int64(100*try + i), LastSeq: uint64(try + 1)}}
 		}
+		commits0, writes0 := s.counters.Commits.Load(), s.counters.Writes.Load()
+		start := make(chan struct{})
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				<-start
+				errs[i] = s.WriteStats(t.Context(), rows(i))
+			})
+		}
+		runtime.Gosched() // let every writer block on start
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("writer %d: %v", i, err)
+			}
+		}
+		if w := s.counters.Writes.Load() - writes0; w != writers {
+			t.Fatalf("Writes counted %d, want %d", w, writers)
+		}
+		got, err := s.ReadStats(t.Context(), []string{"item-0", "item-15"})
+		if err != nil || len(got) != 2 || got["item-15"][0].Likes != int64(100*try+15) {
+			t.Fatalf("rows after the shared commit: %v, %v", got, err)
+		}
+		c := s.counters.Commits.Load() - commits0
+		if c == 1 {
+			return
+		}
+		commits = append(commits, c)
 	}
-	if w := s.counters.Writes.Load() - writes0; w != writers {
-		t.Fatalf("Writes counted %d, want %d", w, writers)
-	}
-	if c := s.counters.Commits.Load() - commits0; c != 1 {
-		t.Fatalf("%d writers released together on one P committed %d transactions, want 1", writers, c)
-	}
-	got, err := s.ReadStats(t.Context(), []string{"item-0", "item-15"})
-	if err != nil || len(got) != 2 || got["item-15"][0].Likes != 15 {
-		t.Fatalf("rows after the shared commit: %v, %v", got, err)
-	}
+	t.Fatalf("%d writers released together on one P committed %v transactions in 5 tries, want 1 in one of them", writers, commits)
 }
