@@ -178,21 +178,18 @@ func (w *respWriter) WriteHeader(code int) {
 // writeWhole passes a route's whole answer to the server's writer when it
 // takes one (wholeWriter).
 func (w *respWriter) writeWhole(status int, contentType string, body []byte) bool {
-	if w.wrote || !w.routed || status < 200 {
+	resp := w.startWhole(status, contentType)
+	if resp == nil {
 		return false
 	}
-	ww, ok := w.w.(wholeWriter)
-	if !ok || !ww.writeWhole(status, contentType, body) {
-		return false
-	}
-	w.wrote, w.status = true, status
+	resp.AppendBody(body)
 	return true
 }
 
 // startWhole is the Server writer's startWhole through the wrapper: the
-// response of a route's whole answer, whose body the caller builds in
-// place (buildAnswer); nil when w.w is another writer or the answer
-// cannot be whole.
+// response of a route's whole answer, whose body the caller appends
+// (writeWhole) or builds in place (buildAnswer); nil when w.w is another
+// writer or the answer cannot be whole.
 func (w *respWriter) startWhole(status int, contentType string) *fasthttp.Response {
 	fw, ok := w.w.(*fastWriter)
 	if !ok || w.wrote || !w.routed || status < 200 {

@@ -50,7 +50,10 @@ type Server struct {
 	tooBig  []byte // the JSON 413
 	maxBody int64
 	tls     *tls.Config // nil: plain HTTP
-	certs   *Certs
+	// skip, when the handler offers it, says which requests it answers
+	// without reading a header.
+	skip  headerSkipper
+	certs *Certs
 }
 
 // ServerConfig configures a Server. Zero values take the defaults.
@@ -87,6 +90,7 @@ func NewServer(h http.Handler, cfg ServerConfig) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{h: h, log: cfg.Logger.With("component", "httpserver"), maxBody: cfg.MaxBodyBytes}
+	s.skip, _ = h.(headerSkipper)
 	if cfg.TLS != nil {
 		s.certs, s.tls = cfg.TLS, cfg.TLS.Config()
 	}
@@ -314,9 +318,6 @@ type exchange struct {
 	connID       uint64
 	tls          *tls.ConnectionState // of connID; nil without TLS
 	values       map[string]string
-	// skip, when the handler offers it (headerSkipper), says which
-	// requests it answers without reading a header.
-	skip headerSkipper
 }
 
 // A headerSkipper is a handler that answers some requests without reading
@@ -333,7 +334,6 @@ type headerSkipper interface {
 
 func (s *Server) newExchange() *exchange {
 	x := &exchange{hdr: make(http.Header, 8), values: make(map[string]string, 8)}
-	x.skip, _ = s.h.(headerSkipper)
 	x.req = (&http.Request{}).WithContext(s.ctx)
 	x.w.hdr = make(http.Header, 8)
 	return x
@@ -373,7 +373,7 @@ func (x *exchange) intern(key string, b []byte) string {
 // and copies its answer.
 func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	x := s.pool.Get().(*exchange)
-	if e := x.fill(ctx); e != nil {
+	if e := x.fill(ctx, s.skip); e != nil {
 		ctx.SetStatusCode(e.status)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(appendError(nil, e))
@@ -408,9 +408,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	s.pool.Put(x)
 }
 
-// fill sets the request from ctx. It returns the answer to a request URI
-// net/http would refuse too.
-func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
+// fill sets the request from ctx, without its headers when skip says the
+// handler reads none. It returns the answer to a request URI net/http would
+// refuse too.
+func (x *exchange) fill(ctx *fasthttp.RequestCtx, skip headerSkipper) *apiError {
 	r, h := x.req, &ctx.Request.Header
 	method := h.Method()
 	m, ok := methods[string(method)]
@@ -427,7 +428,7 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx) *apiError {
 	}
 	clear(x.vals)
 	x.vals = x.vals[:0]
-	if x.skip == nil || !x.skip.skipsHeaders(m, uri) {
+	if skip == nil || !skip.skipsHeaders(m, uri) {
 		x.copyHeaders(h)
 	}
 	if id := ctx.ConnID(); id != x.connID || x.remote == "" {

@@ -44,7 +44,7 @@ var answer []byte
 func setAnswer(rows int) {
 	body = row
 	if rows > 1 {
-		body = `{"counts":[` + strings.TrimSuffix(strings.Repeat(row+",", rows), ",") + `]}`
+		body = `{"counts":[` + strings.Repeat(row+",", rows-1) + row + `]}`
 	}
 	answer = []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
