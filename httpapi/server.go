@@ -54,6 +54,12 @@ type Server struct {
 	// without reading a header.
 	skip  headerSkipper
 	certs *Certs
+	// The open connections, whose deadlines the sweeper enforces every
+	// tick (deadline.go) while sweeping; serving counts the running Serves.
+	conns    connSet
+	tick     time.Duration
+	sweeping bool // under mu
+	serving  int  // under mu
 }
 
 // ServerConfig configures a Server. Zero values take the defaults.
@@ -68,6 +74,9 @@ type ServerConfig struct {
 	WriteTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a kept-alive
 	// connection. Default 2m.
+	//
+	// Each timeout fires up to 1/16 of the shortest of the three late
+	// (at most 250 ms): a sweeper enforces them (deadline.go).
 	IdleTimeout time.Duration
 	// Logger receives the server's own errors (panics outside the
 	// handler's recovery, connection errors); nil discards.
@@ -95,6 +104,10 @@ func NewServer(h http.Handler, cfg ServerConfig) *Server {
 		s.certs, s.tls = cfg.TLS, cfg.TLS.Config()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	readTimeout := orDefault(cfg.ReadTimeout, 30*time.Second)
+	writeTimeout := orDefault(cfg.WriteTimeout, 30*time.Second)
+	idleTimeout := orDefault(cfg.IdleTimeout, 2*time.Minute)
+	s.tick = sweepTick(min(readTimeout, writeTimeout, idleTimeout))
 	s.tooBig = appendError(nil, &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
 		msg: "body is larger than " + strconv.FormatInt(cfg.MaxBodyBytes, 10) + " bytes"})
 	s.pool.New = func() any { return s.newExchange() }
@@ -103,9 +116,9 @@ func NewServer(h http.Handler, cfg ServerConfig) *Server {
 		ErrorHandler:          s.requestError,
 		MaxRequestBodySize:    int(min(cfg.MaxBodyBytes, 1<<30)),
 		ReadBufferSize:        maxRequestHead,
-		ReadTimeout:           orDefault(cfg.ReadTimeout, 30*time.Second),
-		WriteTimeout:          orDefault(cfg.WriteTimeout, 30*time.Second),
-		IdleTimeout:           orDefault(cfg.IdleTimeout, 2*time.Minute),
+		ReadTimeout:           readTimeout,
+		WriteTimeout:          writeTimeout,
+		IdleTimeout:           idleTimeout,
 		NoDefaultServerHeader: true,
 		NoDefaultDate:         true, // fasthttp's own date starts a goroutine that never ends
 		// Idle worker goroutines end after this; so does the pool's
@@ -136,8 +149,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		return http.ErrServerClosed
 	}
 	s.lns = append(s.lns, ln)
+	s.serving++
+	s.startSweeping()
 	s.mu.Unlock()
-	var served net.Listener = lingerListener{ln}
+	defer func() {
+		s.mu.Lock()
+		s.serving--
+		s.mu.Unlock()
+	}()
+	var served net.Listener = lingerListener{ln, &s.conns}
 	if s.tls != nil {
 		// TLS over the lingering TCP connection: a 413's drain reads the
 		// client's encrypted bytes after the close_notify.
@@ -227,7 +247,12 @@ func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 
 // lingerListener hands out connections that can close without losing the
 // answer to a request whose body was left unread.
-type lingerListener struct{ net.Listener }
+// Their deadlines are coarse (deadline.go): conns is where the sweeper
+// finds them.
+type lingerListener struct {
+	net.Listener
+	conns *connSet
+}
 
 func (l lingerListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -235,7 +260,9 @@ func (l lingerListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		return &lingerConn{TCPConn: tc}, nil
+		lc := &lingerConn{TCPConn: tc, set: l.conns, remote: tc.RemoteAddr().String()}
+		l.conns.add(lc)
+		return lc, nil
 	}
 	return c, nil
 }
@@ -257,9 +284,14 @@ const (
 // data sends a reset, which can destroy the answer before a client that
 // writes its whole body before it reads (Python's urllib, many SDKs) has
 // read it.
+//
+// Its deadlines are coarse: set holds it for the sweeper (deadline.go).
 type lingerConn struct {
 	*net.TCPConn
 	linger atomic.Bool
+	dl     deadlines
+	set    *connSet
+	remote string // RemoteAddr().String(), once
 }
 
 // Write writes b, then lets the other goroutines that are ready run
@@ -278,6 +310,7 @@ func (c *lingerConn) Write(b []byte) (int, error) {
 }
 
 func (c *lingerConn) Close() error {
+	c.set.remove(c) // the drain below sets its own deadlines
 	if c.linger.Load() {
 		c.TCPConn.CloseWrite() //nolint:errcheck // closing either way
 		c.drain()
@@ -432,7 +465,12 @@ func (x *exchange) fill(ctx *fasthttp.RequestCtx, skip headerSkipper) *apiError 
 		x.copyHeaders(h)
 	}
 	if id := ctx.ConnID(); id != x.connID || x.remote == "" {
-		x.connID, x.remote = id, ctx.RemoteAddr().String()
+		x.connID = id
+		if lc, ok := rawConn(ctx.Conn()).(*lingerConn); ok {
+			x.remote = lc.remote // formatted once a connection
+		} else {
+			x.remote = ctx.RemoteAddr().String()
+		}
 		x.tls = ctx.TLSConnectionState()
 	}
 	host := h.Host()

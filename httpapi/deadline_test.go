@@ -1,0 +1,242 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The Server's timeouts, enforced by the sweeper (deadline.go), against a
+// real loopback connection: each fires, no earlier than asked and at most
+// a tick (plus scheduling) late, and a connection kept busy is never cut.
+
+const testTimeout = 400 * time.Millisecond
+
+// timeoutServer serves h with every timeout testTimeout and returns the
+// Server and its address.
+func timeoutServer(t *testing.T, h http.Handler) (*Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h, ServerConfig{ReadTimeout: testTimeout, WriteTimeout: testTimeout, IdleTimeout: testTimeout})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		<-done
+	})
+	return srv, ln.Addr().String()
+}
+
+// late is how much later than asked a timeout may fire: a tick, and room
+// for a loaded test machine.
+const late = time.Second
+
+func okHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"ok":true}`)) //nolint:errcheck // the client reads it
+	})
+}
+
+func TestReadTimeoutAnswers408(t *testing.T) {
+	_, addr := timeoutServer(t, okHandler())
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	// Half a request head, then silence.
+	if _, err := io.WriteString(c, "GET /v1/counts/x HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(testTimeout + late)) //nolint:errcheck // the read below fails without it
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("after %v: %v, want a 408", took, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"error"`) {
+		t.Fatalf("status %d body %s, want a JSON 408", resp.StatusCode, body)
+	}
+	if took < testTimeout {
+		t.Errorf("408 after %v, before the %v read timeout", took, testTimeout)
+	}
+}
+
+func TestIdleTimeoutCloses(t *testing.T) {
+	_, addr := timeoutServer(t, okHandler())
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the close matters
+	idle := time.Now()
+	c.SetReadDeadline(time.Now().Add(testTimeout + late)) //nolint:errcheck // the read below fails without it
+	_, err = br.ReadByte()
+	took := time.Since(idle)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("after %v idle: %v, want the server's close (EOF)", took, err)
+	}
+	if took < testTimeout {
+		t.Errorf("closed after %v idle, before the %v idle timeout", took, testTimeout)
+	}
+}
+
+func TestWriteTimeoutCloses(t *testing.T) {
+	big := make([]byte, 32<<20) // more than both sockets' buffers hold
+	answered := make(chan time.Time, 1)
+	srv, addr := timeoutServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(big) //nolint:errcheck // the client does not read it
+		answered <- time.Now() // the Server writes it after the handler
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing: the server's write blocks until its
+	// timeout, then the server closes the connection.
+	start := <-answered
+	for len(srv.conns.snapshot(nil)) > 0 {
+		if time.Since(start) > testTimeout+late {
+			t.Fatalf("connection still open %v after the answer began, write timeout %v", time.Since(start), testTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if took := time.Since(start); took < testTimeout {
+		t.Errorf("connection closed %v after the answer began, before the %v write timeout", took, testTimeout)
+	}
+}
+
+// A connection in use keeps going past every timeout: each request sets
+// its deadlines anew, and one the sweeper expired is lifted.
+func TestBusyConnectionOutlivesTimeouts(t *testing.T) {
+	_, addr := timeoutServer(t, okHandler())
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	end := time.Now().Add(4 * testTimeout)
+	for n := 0; time.Now().Before(end); n++ {
+		if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatalf("request %d: %v", n, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", n, err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // a short body
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d", n, resp.StatusCode)
+		}
+		time.Sleep(testTimeout / 2) // idle, but within the idle timeout
+	}
+}
+
+// expire fails a waiting read with a timeout; a new deadline lifts it.
+func TestLingerConnExpireAndLift(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var set connSet
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := lingerListener{ln, &set}.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c := (<-accepted).(*lingerConn)
+	defer c.Close()
+	if got := set.snapshot(nil); len(got) != 1 || got[0] != c {
+		t.Fatalf("set holds %v, want the accepted connection", got)
+	}
+
+	// A deadline that has not passed is not expired.
+	c.SetReadDeadline(time.Now().Add(time.Hour)) //nolint:errcheck // noted only
+	c.expire(time.Now().UnixNano())
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		readErr <- err
+	}()
+	select {
+	case err := <-readErr:
+		t.Fatalf("read returned %v before its deadline", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Once passed, expire fails the waiting read with a timeout.
+	c.SetReadDeadline(time.Now().Add(-time.Second)) //nolint:errcheck // noted only
+	c.expire(time.Now().UnixNano())
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read = %v, want a deadline error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("read still waiting after its deadline expired")
+	}
+	// A new deadline lifts the expired one.
+	c.SetReadDeadline(time.Time{}) //nolint:errcheck // noted only
+	if _, err := client.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("read after the deadline was lifted: %v", err)
+	}
+	c.Close()
+	if got := set.snapshot(nil); len(got) != 0 {
+		t.Fatalf("set holds %d connections after Close, want 0", len(got))
+	}
+}
+
+func TestSweepTick(t *testing.T) {
+	for _, tc := range []struct{ shortest, want time.Duration }{
+		{30 * time.Second, 250 * time.Millisecond},
+		{time.Second, time.Second / 16},
+		{10 * time.Millisecond, 5 * time.Millisecond},
+	} {
+		if got := sweepTick(tc.shortest); got != tc.want {
+			t.Errorf("sweepTick(%v) = %v, want %v", tc.shortest, got, tc.want)
+		}
+	}
+}
