@@ -111,7 +111,7 @@ func TestWriteTimeoutCloses(t *testing.T) {
 	big := make([]byte, 32<<20) // more than both sockets' buffers hold
 	answered := make(chan time.Time, 1)
 	srv, addr := timeoutServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(big) //nolint:errcheck // the client does not read it
+		w.Write(big)           //nolint:errcheck // the client does not read it
 		answered <- time.Now() // the Server writes it after the handler
 	}))
 	c, err := net.Dial("tcp", addr)
