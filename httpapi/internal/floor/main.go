@@ -1,4 +1,4 @@
-// Command floor serves a fixed HTTP/1.1 answer to every request, three
+// Command floor serves HTTP/1.1 count answers in several
 // ways, so that docs/server-path.md can put the cost of a server path beside
 // the floor it sits on (same pinning, same load generator):
 //
@@ -6,9 +6,11 @@
 //	floor -addr 127.0.0.1:18090 -mode nethttp   # net/http, trivial handler
 //	floor -addr 127.0.0.1:18090 -mode fasthttp  # fasthttp, trivial handler
 //	floor -addr 127.0.0.1:18090 -mode server    # httpapi.Server, trivial handler
+//	floor -addr 127.0.0.1:18090 -mode lookup    # httpapi.Server, the least read
 //
 // The answer is a count row of the size GET /v1/counts/{id} answers (with
-// -rows 16, the size of a 16-id read's answer). bare
+// -rows 16, the size of a 16-id read's answer); lookup answers count reads
+// with the least work a read can do (lookupHandler), whatever -rows. bare
 // parses only what it must to find the end of each request (headers, a
 // Content-Length body) and answers every request read in one write, which is
 // what pipelining lets a server do. It runs until interrupted.
@@ -27,6 +29,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 
@@ -52,7 +55,7 @@ func setAnswer(rows int) {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18090", "listen `host:port`")
-	mode := flag.String("mode", "bare", "bare, nethttp, fasthttp or server")
+	mode := flag.String("mode", "bare", "bare, nethttp, fasthttp, server or lookup")
 	rows := flag.Int("rows", 1, "answer `N` count rows ({\"counts\":[…]} when N > 1): the size of an N-id read's answer")
 	flag.Parse()
 	setAnswer(*rows)
@@ -87,8 +90,10 @@ func main() {
 			w.Header()["Content-Type"] = ct
 			w.Write(b) //nolint:errcheck // the client may be gone
 		}), httpapi.ServerConfig{}).Serve(ln)
+	case "lookup":
+		err = httpapi.NewServer(lookupHandler(), httpapi.ServerConfig{}).Serve(ln)
 	default:
-		err = fmt.Errorf("mode %q: want bare, nethttp, fasthttp or server", *mode)
+		err = fmt.Errorf("mode %q: want bare, nethttp, fasthttp, server or lookup", *mode)
 	}
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -145,4 +150,51 @@ func skipRequest(br *bufio.Reader) error {
 	}
 	_, err := br.Discard(length)
 	return err
+}
+
+// lookupHandler answers count reads with the least work one needs: the ids
+// cut from the path or the query (no unescaping, no checks), each looked up
+// in a Go map of 10^4 answers encoded beforehand (item-0 … item-9999, as
+// loadgen and scripts/wrk/counts.lua read them), copied out.
+func lookupHandler() http.Handler {
+	rows := make(map[string][]byte, 10000)
+	for k := range 10000 {
+		id := "item-" + strconv.Itoa(k)
+		rows[id] = []byte(strings.Replace(row, "item-42", id, 1))
+	}
+	zero := []byte(row)
+	ct := []string{"application/json"}
+	pool := sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bp := pool.Get().(*[]byte)
+		out := (*bp)[:0]
+		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/counts/"); ok {
+			out = append(out, rowOf(rows, id, zero)...)
+		} else {
+			out = append(out, `{"counts":[`...)
+			q := r.URL.RawQuery
+			for n := 0; q != ""; n++ {
+				var p string
+				p, q, _ = strings.Cut(q, "&")
+				if id, ok := strings.CutPrefix(p, "content_id="); ok {
+					if n > 0 {
+						out = append(out, ',')
+					}
+					out = append(out, rowOf(rows, id, zero)...)
+				}
+			}
+			out = append(out, "]}"...)
+		}
+		w.Header()["Content-Type"] = ct
+		w.Write(out) //nolint:errcheck // the client may be gone
+		*bp = out
+		pool.Put(bp)
+	})
+}
+
+func rowOf(rows map[string][]byte, id string, zero []byte) []byte {
+	if b, ok := rows[id]; ok {
+		return b
+	}
+	return zero
 }
