@@ -109,13 +109,14 @@ lg() { # loadgen on the generator core: port, then loadgen flags
 }
 json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
 # wrk_rps PORT MODE: requests/s of wrk (one thread, CONNS connections) on
-# the generator core reading counts as loadgen's MODE (get1 or get16) does,
-# with scripts/wrk/counts.lua; "nan" when any answer was not a 2xx or a
-# socket failed.
+# the generator core reading counts as loadgen's MODE (get1, get16, or
+# get16pb: get16 -body protobuf) does, with scripts/wrk/counts.lua; "nan"
+# when any answer was not a 2xx or a socket failed.
 wrk_rps() {
-	local out ids=1
-	[ "$2" = get16 ] && ids=16
-	out=$(IDS=$ids taskset -c "$GEN_CORE" wrk -t 1 -c "$CONNS" -d "$DURATION" -s scripts/wrk/counts.lua "http://127.0.0.1:$1")
+	local out ids=1 body=json
+	[ "$2" != get1 ] && ids=16
+	[ "$2" = get16pb ] && body=protobuf
+	out=$(IDS=$ids BODY=$body taskset -c "$GEN_CORE" wrk -t 1 -c "$CONNS" -d "$DURATION" -s scripts/wrk/counts.lua "http://127.0.0.1:$1")
 	if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
 		echo "bench.sh: wrk $2 on :$1 saw errors: $(grep -E 'Non-2xx|Socket errors' <<<"$out")" >&2
 		echo nan
@@ -224,6 +225,9 @@ for run in $(seq "$RUNS"); do
 			r=$(lg "$FLOOR_PORT" -mode "$mode")
 			kv "${fmode}_${mode}_rps" "$(json "$r" requests_per_s)"
 			kv "${fmode}_${mode}_wrk_rps" "$(wrk_rps "$FLOOR_PORT" "$mode")"
+			if [ "$fmode" = lookup ] && [ "$rows" = 16 ] && [ "$HAS_BODY" = 1 ]; then
+				kv lookup_get16pb_wrk_rps "$(wrk_rps "$FLOOR_PORT" get16pb)"
+			fi
 			stop_pid "$fpid"
 		done
 	done
@@ -269,6 +273,7 @@ for run in $(seq "$RUNS"); do
 		echo "$r" >>"$work/runs/$run.json"
 		kv ec_get16pb_ups "$(json "$r" units_per_s)"
 		kv ec_get16pb_errors "$(json "$r" errors)"
+		kv ec_get16pb_wrk_rps "$(wrk_rps "$AGENT_PORT" get16pb)"
 	fi
 
 	echo "-- $(date -u +%T) G10: increments per row written, Zipf 1.0 over 10^6 items, 1 s flush (exact key draws: -pool 0)"
@@ -320,6 +325,10 @@ for run in $(seq "$RUNS"); do
 	if [ "$HAS_BODY" = 1 ]; then
 		kv g1_protobuf "$(ratio "$ec_incr100pb_ups" "$redis_incr64")"
 		kv g6_protobuf "$(ratio "$ec_get16pb_ups" "$redis_get16")"
+		kv ec_get16pb_wrk_ups "$(awk -v r="$ec_get16pb_wrk_rps" 'BEGIN{print 16 * r}')"
+		kv g6_protobuf_wrk "$(ratio "$(awk -v r="$ec_get16pb_wrk_rps" 'BEGIN{print 16 * r}')" "$redis_get16")"
+		kv g6_lookup_bound_pb_wrk "$(ratio "$(awk -v r="$lookup_get16pb_wrk_rps" 'BEGIN{print 16 * r}')" "$redis_get16")"
+		kv g6_pb_of_lookup_wrk "$(ratio "$ec_get16pb_wrk_rps" "$lookup_get16pb_wrk_rps")"
 	fi
 	kv g2 "$(ratio "$ec_incr1_ups" "$redis_incr1")"
 	kv g5 "$(ratio "$ec_get1_ups" "$redis_get1")"
@@ -429,6 +438,9 @@ if grep -q '^g1_protobuf=' "$work"/runs/*.kv; then
 	g1pb_row=$'\n'"| G1 | $(rate ec_incr100pb_ups) increments/s, 100 a request (protobuf) | Redis \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1_protobuf) | ≥ 2.0 protobuf | $(met g1_protobuf '>=' 2.0) |"
 	g6pb_row=$'\n'"| G6 | $(rate ec_get16pb_ups) counts/s, 16 a request (protobuf) | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_protobuf) | ≥ 1.0 and ≥ 500 k/s | $(met g6_protobuf '>=' 1.0); $(met ec_get16pb_ups '>=' 500000) |"
 fi
+if grep -q '^g6_protobuf_wrk=' "$work"/runs/*.kv; then
+	g6pb_row+=$'\n'"| G6 | $(rate ec_get16pb_wrk_ups) counts/s, 16 a request (protobuf), **wrk** | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_protobuf_wrk) | ≥ 1.0 and ≥ 500 k/s | $(met g6_protobuf_wrk '>=' 1.0); $(met ec_get16pb_wrk_ups '>=' 500000) |"
+fi
 mode="runs: $RUNS, $DURATION a load"
 [ "$QUICK" = 1 ] && mode="-quick: $mode (not for the record)"
 {
@@ -505,7 +517,8 @@ answer), same pinning, same clients:
   API's contract can: it cuts the ids from the path or the query (no
   unescaping, no checks), looks each up in a Go map of 10^4 answers
   encoded beforehand and copies them out (no staleness, no scope, no
-  concurrent writers).
+  concurrent writers); for a POST it reads the ids from the protobuf
+  CountsRequest and answers protobuf Counts.
 
 Same run, requests/s, each as a ratio to Redis:
 
@@ -515,6 +528,7 @@ Same run, requests/s, each as a ratio to Redis:
 | one count read | wrk | $(rate server_get1_wrk_rps) | $(stat g5_server_bound_wrk) | $(rate lookup_get1_wrk_rps) | $(stat g5_lookup_bound_wrk) | $(rate ec_get1_wrk_rps) | $(stat g5_of_server_wrk) | $(stat g5_of_lookup_wrk) | G5 ≥ 1.2 |
 | 16 count reads | loadgen | $(rate server_get16_rps) | $(stat g6_server_bound) | $(rate lookup_get16_rps) | $(stat g6_lookup_bound) | $(rate ec_get16_rps) | $(stat g6_of_server) | $(stat g6_of_lookup) | G6 ≥ 1.0 |
 | 16 count reads | wrk | $(rate server_get16_wrk_rps) | $(stat g6_server_bound_wrk) | $(rate lookup_get16_wrk_rps) | $(stat g6_lookup_bound_wrk) | $(rate ec_get16_wrk_rps) | $(stat g6_of_server_wrk) | $(stat g6_of_lookup_wrk) | G6 ≥ 1.0 |
+| 16 count reads, protobuf (POST) | wrk | — | — | $(rate lookup_get16pb_wrk_rps) | $(stat g6_lookup_bound_pb_wrk) | $(rate ec_get16pb_wrk_rps) | — | $(stat g6_pb_of_lookup_wrk) | G6 ≥ 1.0 |
 
 A goal is within reach on this server path only where the trivial
 handler's ratio exceeds it; where even the least read's ratio falls short

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	edgecountv1 "github.com/edgecount/edgecount/proto/edgecount/v1"
 )
 
 // The least read answers each id's row, in order, a zero row for an
@@ -34,5 +39,31 @@ func TestLookupHandler(t *testing.T) {
 	var one count
 	if err := json.Unmarshal(rec.Body.Bytes(), &one); err != nil || one.ContentID != "item-3" {
 		t.Fatalf("single read = %s (%v), want item-3's row", rec.Body, err)
+	}
+}
+
+// A POST's protobuf CountsRequest is answered with a CountsResponse of the
+// ids' Counts, in order.
+func TestLookupHandlerProtobuf(t *testing.T) {
+	in, err := proto.Marshal(&edgecountv1.CountsRequest{ContentIds: []string{"item-5", "nope", "item-6"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/v1/counts", bytes.NewReader(in))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	lookupHandler().ServeHTTP(rec, req)
+	var out edgecountv1.CountsResponse
+	if err := proto.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%v: %x", err, rec.Body)
+	}
+	want := []string{"item-5", "item-42", "item-6"}
+	if len(out.Counts) != len(want) || rec.Header().Get("Content-Type") != "application/x-protobuf" {
+		t.Fatalf("%d counts (%s), want %d", len(out.Counts), rec.Header().Get("Content-Type"), len(want))
+	}
+	for i, w := range want {
+		if c := out.Counts[i]; c.ContentId != w || c.Counters["view"] != 17 || c.Region != "global" {
+			t.Errorf("counts[%d] = %v, want %s's", i, c, w)
+		}
 	}
 }
