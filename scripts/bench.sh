@@ -66,6 +66,8 @@ for p in "$AGENT_PORT" "$FLOOR_PORT" "$REDIS_PORT"; do
 	fi
 done
 
+# The tree the binaries are built from (a later edit must not be credited).
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo " with local changes")"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 go build -o "$work/bin/loadgen" ./cmd/loadgen
 go build -o "$work/bin/floor" ./cmd/floor
@@ -378,7 +380,6 @@ for run in $(seq "$RUNS"); do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 stop_all
-commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo " with local changes")"
 printf 'started=%q\nload_before=%q\nload_after=%q\nRUNS=%q\nDURATION=%q\nQUICK=%q\nOUT=%q\ncommit=%q\n' \
 	"$started" "$load_before" "$load_after" "$RUNS" "$DURATION" "$QUICK" "$OUT" "$commit" >"$work/runs/meta"
 fi # REPORT_ONLY

@@ -7,6 +7,7 @@
 //	floor -addr 127.0.0.1:18090 -mode fasthttp  # fasthttp, trivial handler
 //	floor -addr 127.0.0.1:18090 -mode server    # httpapi.Server, trivial handler
 //	floor -addr 127.0.0.1:18090 -mode lookup    # httpapi.Server, the least read
+//	floor -addr 127.0.0.1:18090 -mode bare-lookup  # a read/write loop, the least read
 //
 // The answer is a count row of the size GET /v1/counts/{id} answers (with
 // -rows 16, the size of a 16-id read's answer); lookup answers count reads
@@ -28,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +59,7 @@ func setAnswer(rows int) {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18090", "listen `host:port`")
-	mode := flag.String("mode", "bare", "bare, nethttp, fasthttp, server or lookup")
+	mode := flag.String("mode", "bare", "bare, bare-lookup, nethttp, fasthttp, server or lookup")
 	rows := flag.Int("rows", 1, "answer `N` count rows ({\"counts\":[…]} when N > 1): the size of an N-id read's answer")
 	flag.Parse()
 	setAnswer(*rows)
@@ -71,7 +73,10 @@ func main() {
 	go func() { <-ctx.Done(); ln.Close() }()
 	switch *mode {
 	case "bare":
-		err = bare(ln)
+		err = bare(ln, serveBare)
+	case "bare-lookup":
+		l := newLookup()
+		err = bare(ln, func(c net.Conn) { serveBareLookup(c, l) })
 	case "nethttp":
 		err = (&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h := w.Header()
@@ -95,7 +100,7 @@ func main() {
 	case "lookup":
 		err = httpapi.NewServer(lookupHandler(), httpapi.ServerConfig{}).Serve(ln)
 	default:
-		err = fmt.Errorf("mode %q: want bare, nethttp, fasthttp, server or lookup", *mode)
+		err = fmt.Errorf("mode %q: want bare, bare-lookup, nethttp, fasthttp, server or lookup", *mode)
 	}
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -103,13 +108,14 @@ func main() {
 	}
 }
 
-func bare(ln net.Listener) error {
+// bare serves each connection of ln with serve.
+func bare(ln net.Listener, serve func(net.Conn)) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return err
 		}
-		go serveBare(c)
+		go serve(c)
 	}
 }
 
@@ -154,52 +160,70 @@ func skipRequest(br *bufio.Reader) error {
 	return err
 }
 
-// lookupHandler answers count reads with the least work one needs: the ids
-// cut from the path or the query (no unescaping, no checks), or read from a
+// lookup answers count reads with the least work one needs: the ids cut
+// from the path or the query (no unescaping, no checks), or read from a
 // POST's protobuf CountsRequest (field 1, nothing else checked), each
 // looked up in a Go map of 10^4 answers encoded beforehand (item-0 …
 // item-9999, as loadgen and scripts/wrk/counts.lua read them), copied out:
 // JSON rows, or protobuf Count messages for a POST.
-func lookupHandler() http.Handler {
-	rows := make(map[string][]byte, 10000)
-	pbRows := make(map[string][]byte, 10000)
+type lookup struct {
+	rows, pbRows map[string][]byte
+	zero, pbZero []byte
+}
+
+func newLookup() *lookup {
+	l := &lookup{rows: make(map[string][]byte, 10000), pbRows: make(map[string][]byte, 10000),
+		zero: []byte(row), pbZero: pbCount("item-42")}
 	for k := range 10000 {
 		id := "item-" + strconv.Itoa(k)
-		rows[id] = []byte(strings.Replace(row, "item-42", id, 1))
-		pbRows[id] = pbCount(id)
+		l.rows[id] = []byte(strings.Replace(row, "item-42", id, 1))
+		l.pbRows[id] = pbCount(id)
 	}
-	zero, pbZero := []byte(row), pbCount("item-42")
+	return l
+}
+
+// answer appends the answer to a request for path and query (a GET) or
+// with body (a POST) to dst, and reports whether it is protobuf.
+func (l *lookup) answer(dst []byte, post bool, path, query string, body []byte) ([]byte, bool) {
+	if id, ok := strings.CutPrefix(path, "/v1/counts/"); ok {
+		return append(dst, rowOf(l.rows, id, l.zero)...), false
+	}
+	if post {
+		for len(body) > 2 && body[0] == 0x0a && int(body[1]) <= len(body)-2 {
+			id := body[2 : 2+int(body[1])]
+			dst = protowire.AppendBytes(protowire.AppendTag(dst, 1, protowire.BytesType), rowOf(l.pbRows, string(id), l.pbZero))
+			body = body[2+len(id):]
+		}
+		return dst, true
+	}
+	dst = append(dst, `{"counts":[`...)
+	for n := 0; query != ""; n++ {
+		var p string
+		p, query, _ = strings.Cut(query, "&")
+		if id, ok := strings.CutPrefix(p, "content_id="); ok {
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, rowOf(l.rows, id, l.zero)...)
+		}
+	}
+	return append(dst, "]}"...), false
+}
+
+// lookupHandler serves lookup's answers as an http.Handler.
+func lookupHandler() http.Handler {
+	l := newLookup()
 	ct, pbCT := []string{"application/json"}, []string{"application/x-protobuf"}
 	pool := sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bp := pool.Get().(*[]byte)
-		out := (*bp)[:0]
-		switch id, ok := strings.CutPrefix(r.URL.Path, "/v1/counts/"); {
-		case ok:
-			out = append(out, rowOf(rows, id, zero)...)
-		case r.Method == http.MethodPost:
-			body, _ := io.ReadAll(r.Body)
-			for len(body) > 2 && body[0] == 0x0a && int(body[1]) <= len(body)-2 {
-				id := body[2 : 2+int(body[1])]
-				out = protowire.AppendBytes(protowire.AppendTag(out, 1, protowire.BytesType), rowOf(pbRows, string(id), pbZero))
-				body = body[2+len(id):]
-			}
-		default:
-			out = append(out, `{"counts":[`...)
-			q := r.URL.RawQuery
-			for n := 0; q != ""; n++ {
-				var p string
-				p, q, _ = strings.Cut(q, "&")
-				if id, ok := strings.CutPrefix(p, "content_id="); ok {
-					if n > 0 {
-						out = append(out, ',')
-					}
-					out = append(out, rowOf(rows, id, zero)...)
-				}
-			}
-			out = append(out, "]}"...)
+		var body []byte
+		post := r.Method == http.MethodPost
+		if post {
+			body, _ = io.ReadAll(r.Body)
 		}
-		if r.Method == http.MethodPost {
+		out, pb := l.answer((*bp)[:0], post, r.URL.Path, r.URL.RawQuery, body)
+		if pb {
 			w.Header()["Content-Type"] = pbCT
 		} else {
 			w.Header()["Content-Type"] = ct
@@ -208,6 +232,65 @@ func lookupHandler() http.Handler {
 		*bp = out
 		pool.Put(bp)
 	})
+}
+
+// serveBareLookup is serveBare answering lookup's answers: the request
+// line's method and URI, Content-Length and the body are all it reads of a
+// request, and an answer's head is a status line, Content-Type and
+// Content-Length.
+func serveBareLookup(c net.Conn, l *lookup) {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 64<<10)
+	out := make([]byte, 0, 64<<10)
+	var body, ans []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		method, rest, _ := bytes.Cut(line, []byte(" "))
+		uri, _, _ := bytes.Cut(rest, []byte(" "))
+		post := string(method) == http.MethodPost
+		path, query, _ := strings.Cut(string(uri), "?")
+		length := 0
+		for {
+			h, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(h) <= 2 {
+				break
+			}
+			if len(h) > 16 && bytes.EqualFold(h[:15], []byte("Content-Length:")) {
+				if length, err = strconv.Atoi(string(bytes.TrimSpace(h[15:]))); err != nil || length < 0 || length > 1<<20 {
+					return
+				}
+			}
+		}
+		body = append(body[:0], make([]byte, length)...)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return
+		}
+		var pb bool
+		ans, pb = l.answer(ans[:0], post, path, query, body)
+		out = append(out, "HTTP/1.1 200 OK\r\nContent-Type: "...)
+		if pb {
+			out = append(out, "application/x-protobuf"...)
+		} else {
+			out = append(out, "application/json"...)
+		}
+		out = append(out, "\r\nContent-Length: "...)
+		out = strconv.AppendInt(out, int64(len(ans)), 10)
+		out = append(out, "\r\n\r\n"...)
+		out = append(out, ans...)
+		if br.Buffered() == 0 || len(out) > 32<<10 {
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+			out = out[:0]
+			runtime.Gosched() // as httpapi.Server's lingerConn does
+		}
+	}
 }
 
 // pbCount is id's protobuf Count (proto/edgecount/v1/edgecount.proto) with

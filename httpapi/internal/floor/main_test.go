@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -65,5 +69,64 @@ func TestLookupHandlerProtobuf(t *testing.T) {
 		if c := out.Counts[i]; c.ContentId != w || c.Counters["view"] != 17 || c.Region != "global" {
 			t.Errorf("counts[%d] = %v, want %s's", i, c, w)
 		}
+	}
+}
+
+// The bare loop answers the least read's answers, pipelined requests in
+// order, to a real client connection.
+func TestBareLookup(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l := newLookup()
+	go bare(ln, func(c net.Conn) { serveBareLookup(c, l) }) //nolint:errcheck // ends with the listener
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pb, err := proto.Marshal(&edgecountv1.CountsRequest{ContentIds: []string{"item-1", "item-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := "GET /v1/counts/item-8 HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"POST /v1/counts HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: " + strconv.Itoa(len(pb)) + "\r\n\r\n" + string(pb) +
+		"GET /v1/counts?content_id=item-3&content_id=item-4 HTTP/1.1\r\nHost: x\r\n\r\n"
+	if _, err := io.WriteString(c, reqs); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	read := func() []byte {
+		t.Helper()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+		return b
+	}
+	var one struct {
+		ContentID string `json:"content_id"`
+	}
+	if b := read(); json.Unmarshal(b, &one) != nil || one.ContentID != "item-8" {
+		t.Fatalf("single read = %s", b)
+	}
+	var out edgecountv1.CountsResponse
+	if b := read(); proto.Unmarshal(b, &out) != nil || len(out.Counts) != 2 || out.Counts[1].ContentId != "item-2" {
+		t.Fatalf("protobuf read = %x", b)
+	}
+	var many struct {
+		Counts []struct {
+			ContentID string `json:"content_id"`
+		}
+	}
+	if b := read(); json.Unmarshal(b, &many) != nil || len(many.Counts) != 2 || many.Counts[0].ContentID != "item-3" {
+		t.Fatalf("16-id read = %s", b)
 	}
 }
