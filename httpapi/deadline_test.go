@@ -159,7 +159,7 @@ func TestBusyConnectionOutlivesTimeouts(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: status %d", n, resp.StatusCode)
 		}
-		time.Sleep(testTimeout / 2) // idle, but within the idle timeout
+		time.Sleep(testTimeout / 4) // idle, well within the idle timeout
 	}
 }
 
