@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -23,22 +22,31 @@ const testTimeout = 400 * time.Millisecond
 // Server and its address.
 func timeoutServer(t *testing.T, h http.Handler) (*Server, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveForTest(t, h, ServerConfig{ReadTimeout: testTimeout, WriteTimeout: testTimeout, IdleTimeout: testTimeout})
+}
+
+// dial connects to addr; the connection closes when the test ends.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(h, ServerConfig{ReadTimeout: testTimeout, WriteTimeout: testTimeout, IdleTimeout: testTimeout})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		<-done
-	})
-	return srv, ln.Addr().String()
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// get sends GET /x on c and reads its answer whole, returning its status.
+func get(c net.Conn, br *bufio.Reader) (int, error) {
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
 }
 
 // late is how much later than asked a timeout may fire: a tick, and room
@@ -54,18 +62,14 @@ func okHandler() http.Handler {
 
 func TestReadTimeoutAnswers408(t *testing.T) {
 	_, addr := timeoutServer(t, okHandler())
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, br := dial(t, addr)
 	start := time.Now()
 	// Half a request head, then silence.
 	if _, err := io.WriteString(c, "GET /v1/counts/x HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(testTimeout + late)) //nolint:errcheck // the read below fails without it
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(br, nil)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("after %v: %v, want a 408", took, err)
@@ -81,23 +85,13 @@ func TestReadTimeoutAnswers408(t *testing.T) {
 
 func TestIdleTimeoutCloses(t *testing.T) {
 	_, addr := timeoutServer(t, okHandler())
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
+	c, br := dial(t, addr)
+	if _, err := get(c, br); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	br := bufio.NewReader(c)
-	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the close matters
 	idle := time.Now()
 	c.SetReadDeadline(time.Now().Add(testTimeout + late)) //nolint:errcheck // the read below fails without it
-	_, err = br.ReadByte()
+	_, err := br.ReadByte()
 	took := time.Since(idle)
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("after %v idle: %v, want the server's close (EOF)", took, err)
@@ -114,11 +108,7 @@ func TestWriteTimeoutCloses(t *testing.T) {
 		w.Write(big)           //nolint:errcheck // the client does not read it
 		answered <- time.Now() // the Server writes it after the handler
 	}))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := dial(t, addr)
 	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -140,24 +130,15 @@ func TestWriteTimeoutCloses(t *testing.T) {
 // its deadlines anew, and one the sweeper expired is lifted.
 func TestBusyConnectionOutlivesTimeouts(t *testing.T) {
 	_, addr := timeoutServer(t, okHandler())
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := dial(t, addr)
 	end := time.Now().Add(4 * testTimeout)
 	for n := 0; time.Now().Before(end); n++ {
-		if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatalf("request %d: %v", n, err)
-		}
-		resp, err := http.ReadResponse(br, nil)
+		status, err := get(c, br)
 		if err != nil {
 			t.Fatalf("request %d: %v", n, err)
 		}
-		io.Copy(io.Discard, resp.Body) //nolint:errcheck // a short body
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("request %d: status %d", n, resp.StatusCode)
+		if status != http.StatusOK {
+			t.Fatalf("request %d: status %d", n, status)
 		}
 		time.Sleep(testTimeout / 4) // idle, well within the idle timeout
 	}

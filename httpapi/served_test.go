@@ -37,6 +37,15 @@ type served struct {
 // the address.
 func startServer(t testing.TB, h http.Handler, cfg ServerConfig) string {
 	t.Helper()
+	_, addr := serveForTest(t, h, cfg)
+	return addr
+}
+
+// serveForTest serves h with cfg on a loopback port until the test ends
+// (then Shutdown, and Serve must return http.ErrServerClosed) and returns
+// the Server and its address.
+func serveForTest(t testing.TB, h http.Handler, cfg ServerConfig) (*Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +63,7 @@ func startServer(t testing.TB, h http.Handler, cfg ServerConfig) string {
 			t.Errorf("Serve = %v, want http.ErrServerClosed", err)
 		}
 	})
-	return ln.Addr().String()
+	return srv, ln.Addr().String()
 }
 
 // viaServer returns h served by a Server on a loopback port.
