@@ -224,9 +224,28 @@ func TestPipelining(t *testing.T) {
 		if want := reqs[i%len(reqs)].wantBody; string(got) != want {
 			t.Fatalf("answer %d = %s, want %s", i, got, want)
 		}
+		checkDate(t, resp)
 	}
 	if n := len(ta.fake.Calls()); n != 50*2 {
 		t.Errorf("service calls = %d, want %d (a count read and an increment a round)", n, 50*2)
+	}
+}
+
+// checkDate fails the test unless resp carries one Date header, the time
+// it was answered (RFC 9110 section 6.6.1: a server with a clock sends it
+// with every 2xx, 3xx and 4xx answer).
+func checkDate(t *testing.T, resp *http.Response) {
+	t.Helper()
+	vs := resp.Header.Values("Date")
+	if len(vs) != 1 {
+		t.Fatalf("answer %d has Date %q, want one", resp.StatusCode, vs)
+	}
+	d, err := http.ParseTime(vs[0])
+	if err != nil {
+		t.Fatalf("answer %d: Date %q: %v", resp.StatusCode, vs[0], err)
+	}
+	if since := time.Since(d); since < -2*time.Second || since > 5*time.Second {
+		t.Fatalf("answer %d: Date %q is %v from now", resp.StatusCode, vs[0], -since)
 	}
 }
 
@@ -275,6 +294,7 @@ func TestServerRejectsUnreadable(t *testing.T) {
 				t.Errorf("answer %d %s %q (close %v), want %d naming %s, closing", resp.StatusCode, got,
 					resp.Header.Get("Content-Type"), resp.Close, c.wantStatus, c.wantField)
 			}
+			checkDate(t, resp)
 		})
 	}
 	if calls := ta.fake.Calls(); len(calls) != 0 {

@@ -120,7 +120,12 @@ func NewServer(h http.Handler, cfg ServerConfig) *Server {
 		WriteTimeout:          writeTimeout,
 		IdleTimeout:           idleTimeout,
 		NoDefaultServerHeader: true,
-		NoDefaultDate:         true, // fasthttp's own date starts a goroutine that never ends
+		// fasthttp writes the Date header itself, from a line it renders
+		// once a second (one goroutine a process, started with the first
+		// answer, never ended), and drops a Date set through its header
+		// API: NoDefaultDate would send answers without one (RFC 9110
+		// section 6.6.1 requires it of a server with a clock).
+		NoDefaultDate: false,
 		// Idle worker goroutines end after this; so does the pool's
 		// cleaner once Serve returns (it sleeps this long between rounds).
 		MaxIdleWorkerDuration:         200 * time.Millisecond,
@@ -652,8 +657,8 @@ func (w *fastWriter) WriteHeader(code int) {
 	for k, vs := range w.hdr {
 		switch k {
 		case "Content-Length", "Transfer-Encoding", "Date":
-			// fasthttp frames the answer (the body is buffered); the date
-			// is set below.
+			// fasthttp frames the answer (the body is buffered) and dates
+			// it.
 		case "Content-Type":
 			if len(vs) > 0 {
 				resp.Header.SetContentType(vs[0])
@@ -670,27 +675,6 @@ func (w *fastWriter) WriteHeader(code int) {
 			}
 		}
 	}
-	resp.Header.SetBytesV("Date", dates.get(w.ctx.Time()))
-}
-
-// dates caches the Date header of the current second.
-var dates dateCache
-
-type dateCache struct {
-	sec atomic.Int64
-	val atomic.Pointer[[]byte]
-}
-
-func (d *dateCache) get(now time.Time) []byte {
-	if s := now.Unix(); d.sec.Load() == s {
-		if v := d.val.Load(); v != nil {
-			return *v
-		}
-	}
-	b := now.UTC().AppendFormat(make([]byte, 0, 29), http.TimeFormat)
-	d.val.Store(&b)
-	d.sec.Store(now.Unix())
-	return b
 }
 
 // started returns the time fasthttp read the request: the start of its
@@ -720,7 +704,6 @@ func (w *fastWriter) startWhole(status int, contentType string) *fasthttp.Respon
 	resp := &w.ctx.Response
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType(contentType)
-	resp.Header.SetBytesV("Date", dates.get(w.ctx.Time()))
 	return resp
 }
 
