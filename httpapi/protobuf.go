@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,10 +25,20 @@ const contentTypeProtobuf = "application/x-protobuf"
 
 var contentTypeProtobufs = []string{contentTypeProtobuf}
 
-// isProtobuf reports whether r's body is labelled protobuf.
+// isProtobuf reports whether r's body is labelled protobuf: the media type
+// application/x-protobuf in any case, with any parameters, which say
+// nothing the route does not (Spring's converter sends charset=UTF-8,
+// other clients messageType= or proto= with the message's name).
 func isProtobuf(r *http.Request) bool {
 	ct := r.Header["Content-Type"]
-	return len(ct) == 1 && (ct[0] == contentTypeProtobuf || strings.EqualFold(strings.TrimSpace(ct[0]), contentTypeProtobuf))
+	if len(ct) != 1 {
+		return false
+	}
+	if ct[0] == contentTypeProtobuf {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct[0])
+	return err == nil && mt == contentTypeProtobuf
 }
 
 // pbReader reads protobuf wire format from a string.

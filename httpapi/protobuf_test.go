@@ -115,9 +115,20 @@ func TestProtobufIncrementsRejected(t *testing.T) {
 			}
 		})
 	}
-	rec := ta.do(t, "POST", "/v1/increments", "application/protobuf", string(raw(nil).msg(1, good)))
-	if rec.Code != 415 || !strings.Contains(rec.Body.String(), `"field":"Content-Type"`) {
-		t.Errorf("application/protobuf: answer %d %s, want 415 naming Content-Type", rec.Code, rec.Body)
+	for _, ct := range []string{"application/protobuf", "application/x-protobuf-x", "application/x-protobuf; charset", "application/x-protobuf, application/json"} {
+		rec := ta.do(t, "POST", "/v1/increments", ct, string(raw(nil).msg(1, good)))
+		if rec.Code != 415 || !strings.Contains(rec.Body.String(), `"field":"Content-Type"`) {
+			t.Errorf("%s: answer %d %s, want 415 naming Content-Type", ct, rec.Code, rec.Body)
+		}
+	}
+	// The media type in any case, with any parameters (Spring's converter
+	// sends charset=UTF-8).
+	for _, ct := range []string{"application/x-protobuf;charset=UTF-8", "Application/X-Protobuf", "application/x-protobuf; messageType=edgecount.v1.IncrementsRequest"} {
+		ta.fake.reset()
+		rec := ta.do(t, "POST", "/v1/increments", ct, string(raw(nil).msg(1, good)))
+		if rec.Code != 202 || rec.Header().Get("Content-Type") != "application/x-protobuf" || len(ta.fake.Calls()) != 1 {
+			t.Errorf("%s: answer %d %q (%s), %d service calls; want 202 in protobuf, one call", ct, rec.Code, rec.Body, rec.Header().Get("Content-Type"), len(ta.fake.Calls()))
+		}
 	}
 }
 
