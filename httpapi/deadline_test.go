@@ -60,9 +60,25 @@ func okHandler() http.Handler {
 	})
 }
 
+// A request whose head stops coming is answered 408 once the read
+// timeout has passed, never before: on a new connection, from the
+// accept; on a kept-alive one, from the request's first byte.
 func TestReadTimeoutAnswers408(t *testing.T) {
+	t.Run("first request", func(t *testing.T) { testReadTimeout(t, false) })
+	t.Run("kept-alive", func(t *testing.T) { testReadTimeout(t, true) })
+}
+
+func testReadTimeout(t *testing.T, keptAlive bool) {
 	_, addr := timeoutServer(t, okHandler())
 	c, br := dial(t, addr)
+	if keptAlive {
+		if _, err := get(c, br); err != nil {
+			t.Fatal(err)
+		}
+		// Idle for most of the read timeout: the idle wait must not
+		// count against the request's read.
+		time.Sleep(testTimeout * 3 / 4)
+	}
 	start := time.Now()
 	// Half a request head, then silence.
 	if _, err := io.WriteString(c, "GET /v1/counts/x HTTP/1.1\r\nHost: x\r\n"); err != nil {
@@ -212,8 +228,8 @@ func TestLingerConnExpireAndLift(t *testing.T) {
 
 func TestSweepTick(t *testing.T) {
 	for _, tc := range []struct{ shortest, want time.Duration }{
-		{30 * time.Second, 250 * time.Millisecond},
-		{time.Second, time.Second / 16},
+		{30 * time.Second, 125 * time.Millisecond},
+		{time.Second, time.Second / 32},
 		{10 * time.Millisecond, 5 * time.Millisecond},
 	} {
 		if got := sweepTick(tc.shortest); got != tc.want {
