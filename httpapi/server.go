@@ -108,19 +108,17 @@ func NewServer(h http.Handler, cfg ServerConfig) *Server {
 	writeTimeout := orDefault(cfg.WriteTimeout, 30*time.Second)
 	idleTimeout := orDefault(cfg.IdleTimeout, 2*time.Minute)
 	s.tick = sweepTick(min(readTimeout, writeTimeout, idleTimeout))
-	// The connections keep the timeouts themselves (deadline.go).
-	s.conns.read, s.conns.write, s.conns.idleTimeout = int64(readTimeout), int64(writeTimeout), int64(idleTimeout)
-	s.conns.tick = int64(s.tick)
 	s.tooBig = appendError(nil, &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
 		msg: "body is larger than " + strconv.FormatInt(cfg.MaxBodyBytes, 10) + " bytes"})
 	s.pool.New = func() any { return s.newExchange() }
 	s.fs = &fasthttp.Server{
-		Handler:            s.serve,
-		ErrorHandler:       s.requestError,
-		MaxRequestBodySize: int(min(cfg.MaxBodyBytes, 1<<30)),
-		ReadBufferSize:     maxRequestHead,
-		// No ReadTimeout, WriteTimeout or IdleTimeout: each lingerConn
-		// keeps them (deadline.go) without fasthttp's clock reads.
+		Handler:               s.serve,
+		ErrorHandler:          s.requestError,
+		MaxRequestBodySize:    int(min(cfg.MaxBodyBytes, 1<<30)),
+		ReadBufferSize:        maxRequestHead,
+		ReadTimeout:           readTimeout,
+		WriteTimeout:          writeTimeout,
+		IdleTimeout:           idleTimeout,
 		NoDefaultServerHeader: true,
 		// fasthttp writes the Date header itself, from a line it renders
 		// once a second (one goroutine a process, started with the first
@@ -299,9 +297,6 @@ type lingerConn struct {
 	dl     deadlines
 	set    *connSet
 	remote string // RemoteAddr().String(), once
-	// idle: the last request is answered and the next one's first byte
-	// has not come (only the serving goroutine reads and writes it).
-	idle bool
 }
 
 // Write writes b, then lets the other goroutines that are ready run
@@ -415,11 +410,6 @@ func (x *exchange) intern(key string, b []byte) string {
 // serve is fasthttp's handler: it builds the request, calls the handler
 // and copies its answer.
 func (s *Server) serve(ctx *fasthttp.RequestCtx) {
-	if c, ok := rawConn(ctx.Conn()).(*lingerConn); ok {
-		// Once this returns, fasthttp writes the answer and waits for the
-		// next request.
-		defer c.answered()
-	}
 	x := s.pool.Get().(*exchange)
 	if e := x.fill(ctx, s.skip); e != nil {
 		ctx.SetStatusCode(e.status)
