@@ -175,8 +175,13 @@ for run in $(seq "$RUNS"); do
 	# increments over 10^4 ids. The same keyspace, for context (G1 keeps the
 	# figure above, DESIGN.md's peer).
 	kv redis_incr64_r10k "$(rb incr 64 $((REDIS_N * 12)) -r 10000)"
+	t0=$(cpu_ticks "$rpid")
 	kv redis_get1 "$(rb get 1 "$REDIS_N")"
+	t1=$(cpu_ticks "$rpid")
+	kv redis_get1_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
 	kv redis_get16 "$(rb get 16 $((REDIS_N * 10)))"
+	# Per 16 keys (one pipelined round of -P 16), as the agent's per 16-id read.
+	kv redis_get16_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
 	# Likewise GET reads one key; over the 10^4 keys G6 reads (set first),
 	# for context.
 	rb set 16 $((REDIS_N * 2)) -r 10000 >/dev/null
@@ -224,8 +229,10 @@ for run in $(seq "$RUNS"); do
 			fpid=$!
 			pids+=("$fpid")
 			wait_http "$FLOOR_PORT" /
+			t0=$(cpu_ticks "$fpid")
 			r=$(lg "$FLOOR_PORT" -mode "$mode")
 			kv "${fmode}_${mode}_rps" "$(json "$r" requests_per_s)"
+			kv "${fmode}_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
 			kv "${fmode}_${mode}_wrk_rps" "$(wrk_rps "$FLOOR_PORT" "$mode")"
 			if [ "$fmode" = lookup ] && [ "$rows" = 16 ] && [ "$HAS_BODY" = 1 ]; then
 				kv lookup_get16pb_wrk_rps "$(wrk_rps "$FLOOR_PORT" get16pb)"
@@ -261,7 +268,9 @@ for run in $(seq "$RUNS"); do
 	fi
 	sleep 2 # one flush interval plus the rollup: the reads below hit real rows
 	for mode in get1 get16; do
+		t0=$(cpu_ticks "$apid")
 		r=$(lg "$AGENT_PORT" -mode "$mode")
+		kv "ec_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
 		echo "$r" >>"$work/runs/$run.json"
 		kv "ec_${mode}_ups" "$(json "$r" units_per_s)"
 		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
@@ -271,7 +280,9 @@ for run in $(seq "$RUNS"); do
 	done
 
 	if [ "$HAS_BODY" = 1 ]; then
+		t0=$(cpu_ticks "$apid")
 		r=$(lg "$AGENT_PORT" -mode get16 -body protobuf)
+		kv ec_get16pb_cpu_us "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
 		echo "$r" >>"$work/runs/$run.json"
 		kv ec_get16pb_ups "$(json "$r" units_per_s)"
 		kv ec_get16pb_errors "$(json "$r" errors)"
@@ -351,6 +362,21 @@ for run in $(seq "$RUNS"); do
 	kv g1_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_incr100_cpu_us" 'BEGIN{print c / 100}')")"
 	[ "$HAS_BODY" = 1 ] && kv g1_protobuf_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_incr100pb_cpu_us" 'BEGIN{print c / 100}')")"
 	kv g2_fasthttp_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$fasthttp_get1_cpu_us")"
+	# Likewise G5 and G6: Redis's CPU per GET (per 16 keys of GET -P 16) ÷
+	# the agent's per read, and ÷ the trivial handler's and the least
+	# read's on the agent's server path.
+	kv g5_cpu_bound "$(ratio "$redis_get1_cpu_us" "$ec_get1_cpu_us")"
+	# The share of its core each used: CPU per request × requests/s.
+	kv redis_get1_cpu_frac "$(awk -v c="$redis_get1_cpu_us" -v r="$redis_get1" 'BEGIN{printf "%.2f", c * r / 1e6}')"
+	kv ec_get1_cpu_frac "$(awk -v c="$ec_get1_cpu_us" -v r="$ec_get1_rps" 'BEGIN{printf "%.2f", c * r / 1e6}')"
+	kv redis_get16_cpu_frac "$(awk -v c="$redis_get16_cpu_us" -v r="$redis_get16" 'BEGIN{printf "%.2f", c * r / 16e6}')"
+	kv ec_get16_cpu_frac "$(awk -v c="$ec_get16_cpu_us" -v r="$ec_get16_rps" 'BEGIN{printf "%.2f", c * r / 1e6}')"
+	kv g6_cpu_bound "$(ratio "$redis_get16_cpu_us" "$ec_get16_cpu_us")"
+	[ "$HAS_BODY" = 1 ] && kv g6_protobuf_cpu_bound "$(ratio "$redis_get16_cpu_us" "$ec_get16pb_cpu_us")"
+	kv g5_server_cpu_bound "$(ratio "$redis_get1_cpu_us" "$server_get1_cpu_us")"
+	kv g6_server_cpu_bound "$(ratio "$redis_get16_cpu_us" "$server_get16_cpu_us")"
+	kv g5_lookup_cpu_bound "$(ratio "$redis_get1_cpu_us" "$lookup_get1_cpu_us")"
+	kv g6_lookup_cpu_bound "$(ratio "$redis_get16_cpu_us" "$lookup_get16_cpu_us")"
 	kv g6_of_fasthttp "$(ratio "$ec_get16_rps" "$fasthttp_get16_rps")"
 	# The same goals with wrk as the client, and what the agent's server
 	# path with a handler that does nothing reaches (the bound), same run.
@@ -539,7 +565,7 @@ path. \`go test ./httpapi -run '^$' -bench ServerAgentReads\` measures the
 agent's read in process, caches warm (a lower bound of what it costs under
 load).
 
-## G1 and G2: CPU time per request
+## G1, G2, G5 and G6: CPU time per request
 
 Each server's CPU time (user + system, from /proc) over the load ÷ the
 requests it answered, same run. Pinned to one core, a server cannot answer
@@ -556,6 +582,17 @@ part of a write) and docs/write-path.md.
 | one increment a request | $(stat ec_incr1_cpu_us %.1f) | Redis \`INCR\` $(stat redis_incr1_cpu_us %.1f); fasthttp trivial handler $(stat fasthttp_get1_cpu_us %.1f) | $(stat g2_cpu_bound); trivial handler $(stat g2_fasthttp_cpu_bound) | G2 ≥ 1.2 |
 | 100 increments (JSON), per increment | $(stat ec_incr100_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_cpu_bound) | G1 ≥ 1.0 |
 | 100 increments (protobuf), per increment | $(stat ec_incr100pb_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_protobuf_cpu_bound) | G1 ≥ 2.0 |
+| one count read | $(stat ec_get1_cpu_us %.1f) | Redis \`GET\` $(stat redis_get1_cpu_us %.1f); trivial handler on the agent's server path $(stat server_get1_cpu_us %.1f), least read $(stat lookup_get1_cpu_us %.1f) | $(stat g5_cpu_bound); trivial handler $(stat g5_server_cpu_bound), least read $(stat g5_lookup_cpu_bound) | G5 ≥ 1.2 |
+| 16 count reads (JSON) | $(stat ec_get16_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f); trivial handler $(stat server_get16_cpu_us %.1f), least read $(stat lookup_get16_cpu_us %.1f) | $(stat g6_cpu_bound); trivial handler $(stat g6_server_cpu_bound), least read $(stat g6_lookup_cpu_bound) | G6 ≥ 1.0 |
+| 16 count reads (protobuf) | $(stat ec_get16pb_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f) | $(stat g6_protobuf_cpu_bound) | G6 ≥ 1.0 |
+
+The share of core $SUT_CORE each server used (CPU per request × requests/s):
+Redis \`GET\` $(stat redis_get1_cpu_frac), \`GET -P 16\` $(stat redis_get16_cpu_frac);
+the agent's single reads $(stat ec_get1_cpu_frac), its 16-id reads $(stat ec_get16_cpu_frac).
+A server well below 1 is held back by its client and the loopback, not by
+its own CPU: its requests/s, and the G5 and G6 ratios of requests/s above,
+move with them (Redis's rates moved by a quarter between runs of one day
+here, the agent's by a few %), while these CPU ratios do not.
 
 Redis \`INCR\` in redis-benchmark adds to one key; loadgen's increments
 spread over 10^4 ids. Redis \`INCR -P 64\` over 10^4 keys (\`-r 10000\`),
