@@ -13,12 +13,9 @@ import (
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
-// TestMain checks that the tests leave no goroutine behind, but for the
-// one fasthttp starts with a process's first answer to render its Date
-// header each second (httpapi.NewServer, NoDefaultDate).
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
-}
+// TestMain checks that the tests leave no goroutine behind but fasthttp's
+// Date clock (testenv.FasthttpDate).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.FasthttpDate) }
 
 // TestFailedComponentFailsTheProcess: a component that stops on its own
 // (here the HTTP listener) stops the node, and run's error reports it, so

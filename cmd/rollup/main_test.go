@@ -331,9 +331,6 @@ func TestRecountConfig(t *testing.T) {
 	}
 }
 
-// TestMain checks that the tests leave no goroutine behind, but for the
-// one fasthttp starts with a process's first answer to render its Date
-// header each second (httpapi.NewServer, NoDefaultDate).
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
-}
+// TestMain checks that the tests leave no goroutine behind but fasthttp's
+// Date clock (testenv.FasthttpDate).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.FasthttpDate) }

@@ -5,7 +5,8 @@
 // uniform rule for the external services (NATS, Redis, Cassandra) that
 // integration tests use (NeedService, Unavailable, Addr), and a buffer
 // that collects a logger's or a child process's output while the test
-// reads it (Buffer).
+// reads it (Buffer), and the goleak option for fasthttp's Date clock
+// (FasthttpDate).
 //
 // The service rule: under CI=true a service that cannot be reached fails
 // the test, because a green run must mean the integration tests ran;
