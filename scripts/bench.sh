@@ -185,7 +185,12 @@ for run in $(seq "$RUNS"); do
 	# Likewise GET reads one key; over the 10^4 keys G6 reads (set first),
 	# for context.
 	rb set 16 $((REDIS_N * 2)) -r 10000 >/dev/null
+	t0=$(cpu_ticks "$rpid")
+	kv redis_get1_r10k "$(rb get 1 "$REDIS_N" -r 10000)"
+	t1=$(cpu_ticks "$rpid")
+	kv redis_get1_r10k_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
 	kv redis_get16_r10k "$(rb get 16 $((REDIS_N * 10)) -r 10000)"
+	kv redis_get16_r10k_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
 	stop_pid "$rpid"
 
 	echo "-- $(date -u +%T) floor (cmd/floor, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
@@ -194,10 +199,15 @@ for run in $(seq "$RUNS"); do
 	pids+=("$fpid")
 	wait_http "$FLOOR_PORT" /
 	for mode in get1 get16 incr100; do
+		t0=$(cpu_ticks "$fpid")
 		r=$(lg "$FLOOR_PORT" -mode "$mode")
 		kv "floor_${mode}_rps" "$(json "$r" requests_per_s)"
 		kv "floor_${mode}_p50_us" "$(json "$r" p50_us)"
+		kv "floor_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
 	done
+	# HTTP/1.1 pipelining: 16 single reads written before their answers
+	# are read, on every connection.
+	kv floor_get1p16_rps "$(json "$(lg "$FLOOR_PORT" -mode get1 -pipeline 16)" requests_per_s)"
 	stop_pid "$fpid"
 
 	echo "-- $(date -u +%T) fasthttp with a trivial handler (httpapi/internal/floor -mode fasthttp, core $SUT_CORE): the most a server on fasthttp reaches"
@@ -288,6 +298,14 @@ for run in $(seq "$RUNS"); do
 		kv ec_get16pb_errors "$(json "$r" errors)"
 		kv ec_get16pb_wrk_rps "$(wrk_rps "$AGENT_PORT" get16pb)"
 	fi
+	# One client pipelining: 16 single reads written back to back on each
+	# connection before their answers are read (answered in order).
+	t0=$(cpu_ticks "$apid")
+	r=$(lg "$AGENT_PORT" -mode get1 -pipeline 16)
+	kv ec_get1p16_cpu_us "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
+	echo "$r" >>"$work/runs/$run.json"
+	kv ec_get1p16_rps "$(json "$r" requests_per_s)"
+	kv ec_get1p16_errors "$(json "$r" errors)"
 
 	echo "-- $(date -u +%T) G10: increments per row written, Zipf 1.0 over 10^6 items, 1 s flush (exact key draws: -pool 0)"
 	inc0=$(metric edgecount_agent_increments_total)
@@ -377,6 +395,22 @@ for run in $(seq "$RUNS"); do
 	kv g6_server_cpu_bound "$(ratio "$redis_get16_cpu_us" "$server_get16_cpu_us")"
 	kv g5_lookup_cpu_bound "$(ratio "$redis_get1_cpu_us" "$lookup_get1_cpu_us")"
 	kv g6_lookup_cpu_bound "$(ratio "$redis_get16_cpu_us" "$lookup_get16_cpu_us")"
+	# What a bare read/write loop allows (no HTTP at all): the bound of
+	# any Go server that reads and writes once a request.
+	kv g5_floor_cpu_bound "$(ratio "$redis_get1_cpu_us" "$floor_get1_cpu_us")"
+	kv g6_floor_cpu_bound "$(ratio "$redis_get16_cpu_us" "$floor_get16_cpu_us")"
+	# The same against Redis reading the 10^4 keys the agent reads (-r
+	# 10000) rather than one key over and over.
+	kv g5_r10k "$(ratio "$ec_get1_ups" "$redis_get1_r10k")"
+	# Pipelined single reads ÷ Redis GET -P 16 (keys/s), ÷ the pipelined
+	# floor, and ÷ the agent's own unpipelined single reads.
+	kv pipe16_vs_redis "$(ratio "$ec_get1p16_rps" "$redis_get16")"
+	kv pipe16_vs_redis_cpu "$(ratio "$(awk -v c="$redis_get16_cpu_us" 'BEGIN{print c / 16}')" "$ec_get1p16_cpu_us")"
+	kv pipe16_floor "$(ratio "$ec_get1p16_rps" "$floor_get1p16_rps")"
+	kv pipe16_gain "$(ratio "$ec_get1p16_rps" "$ec_get1_rps")"
+	kv g5_r10k_cpu_bound "$(ratio "$redis_get1_r10k_cpu_us" "$ec_get1_cpu_us")"
+	kv g6_r10k_cpu_bound "$(ratio "$redis_get16_r10k_cpu_us" "$ec_get16_cpu_us")"
+	[ "$HAS_BODY" = 1 ] && kv g6_protobuf_r10k_cpu_bound "$(ratio "$redis_get16_r10k_cpu_us" "$ec_get16pb_cpu_us")"
 	kv g6_of_fasthttp "$(ratio "$ec_get16_rps" "$fasthttp_get16_rps")"
 	# The same goals with wrk as the client, and what the agent's server
 	# path with a handler that does nothing reaches (the bound), same run.
@@ -468,6 +502,10 @@ fi
 if grep -q '^g6_protobuf_wrk=' "$work"/runs/*.kv; then
 	g6pb_row+=$'\n'"| G6 | $(rate ec_get16pb_wrk_ups) counts/s, 16 a request (protobuf), **wrk** | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_protobuf_wrk) | ≥ 1.0 and ≥ 500 k/s | $(met g6_protobuf_wrk '>=' 1.0); $(met ec_get16pb_wrk_ups '>=' 500000) |"
 fi
+g6pb_r10k_row=""
+if grep -q '^g6_protobuf_r10k=' "$work"/runs/*.kv; then
+	g6pb_r10k_row=$'\n'"| G6 | $(rate ec_get16pb_ups) counts/s, 16 a request (protobuf) | Redis \`GET -P 16\` over the same 10^4 keys $(rate redis_get16_r10k)/s | $(stat g6_protobuf_r10k) | ≥ 1.0 | $(met g6_protobuf_r10k '>=' 1.0) |"
+fi
 mode="runs: $RUNS, $DURATION a load"
 [ "$QUICK" = 1 ] && mode="-quick: $mode (not for the record)"
 {
@@ -496,6 +534,8 @@ $(awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { if (l + 0 > n + 0) prin
 | G5 | $(rate ec_get1_wrk_rps) counts/s, 1 a request, **wrk** | Redis \`GET\` $(rate redis_get1)/s | $(stat g5_wrk) | ≥ 1.2 | $(met g5_wrk '>=' 1.2) |
 | G6 | $(rate ec_get16_ups) counts/s, 16 a request | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6) | ≥ 1.0 and ≥ 500 k/s | $(met g6 '>=' 1.0); $(met ec_get16_ups '>=' 500000) |${g6pb_row}
 | G6 | $(rate ec_get16_wrk_ups) counts/s, 16 a request, **wrk** | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_wrk) | ≥ 1.0 and ≥ 500 k/s | $(met g6_wrk '>=' 1.0); $(met ec_get16_wrk_ups '>=' 500000) |
+| G5 | $(rate ec_get1_ups) counts/s, 1 a request | Redis \`GET\` over the same 10^4 keys (\`-r 10000\`) $(rate redis_get1_r10k)/s | $(stat g5_r10k) | ≥ 1.2 | $(met g5_r10k '>=' 1.2) |
+| G6 | $(rate ec_get16_ups) counts/s, 16 a request | Redis \`GET -P 16\` over the same 10^4 keys $(rate redis_get16_r10k)/s | $(stat g6_r10k) | ≥ 1.0 | $(met g6_r10k '>=' 1.0) |${g6pb_r10k_row}
 | G10 | $(stat g10_increments %.0f) increments (at $(rate g10_incr_per_s)/s) over $(stat g10_rows %.0f) rows written, Zipf 1.0 over 10^6 items, 1 s flush, embedded store | — | $(stat g10 %.1f) increments per row | ≥ 10 | $(met g10 '>=' 10) |
 $(if grep -q '^g13_' "$work"/runs/*.kv; then
 		cat <<G13
@@ -529,6 +569,25 @@ $(stat g5_fasthttp_bound)× Redis \`GET\` and $(stat g2_fasthttp_bound)× Redis 
 G2's 1.2. The agent's single reads reach $(stat g5_of_fasthttp) of that trivial handler, its
 16-id reads $(stat g6_of_fasthttp) of it (requests/s). Where the rest goes: docs/server-path.md
 (perf profiles of the agent under each load).
+
+## Pipelining
+
+One client pipelining single reads (\`loadgen -mode get1 -pipeline 16\`: on
+each of the $CONNS connections, 16 requests written back to back before
+their answers are read; every answer checked, in order), same run:
+
+| | requests/s | CPU per request | errors |
+|---|---|---|---|
+| edgecount, single reads pipelined 16 deep | $(rate ec_get1p16_rps) | $(stat ec_get1p16_cpu_us %.2f) µs | $(stat ec_get1p16_errors %.0f) |
+| bare read/write loop (cmd/floor), same load | $(rate floor_get1p16_rps) | — | — |
+| Redis \`GET -P 16\`, keys/s | $(rate redis_get16) | $(stat redis_get16_cpu_us %.1f) µs per 16 keys | — |
+
+Pipelining answers $(stat pipe16_gain)× the single reads a second of the
+unpipelined load, $(stat pipe16_floor) of the bare loop's, and $(stat pipe16_vs_redis) of
+Redis's pipelined \`GET\`s ($(stat pipe16_vs_redis_cpu) by CPU per key): each HTTP
+request is still parsed, routed and answered on its own, where one Redis
+command costs a few hundred nanoseconds. Batches of ids in one request
+(G6) are the way to read many counts at once.
 
 ## G5 and G6: what a read that cost nothing would reach, and the least read
 
@@ -582,9 +641,16 @@ part of a write) and docs/write-path.md.
 | one increment a request | $(stat ec_incr1_cpu_us %.1f) | Redis \`INCR\` $(stat redis_incr1_cpu_us %.1f); fasthttp trivial handler $(stat fasthttp_get1_cpu_us %.1f) | $(stat g2_cpu_bound); trivial handler $(stat g2_fasthttp_cpu_bound) | G2 ≥ 1.2 |
 | 100 increments (JSON), per increment | $(stat ec_incr100_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_cpu_bound) | G1 ≥ 1.0 |
 | 100 increments (protobuf), per increment | $(stat ec_incr100pb_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_protobuf_cpu_bound) | G1 ≥ 2.0 |
-| one count read | $(stat ec_get1_cpu_us %.1f) | Redis \`GET\` $(stat redis_get1_cpu_us %.1f); trivial handler on the agent's server path $(stat server_get1_cpu_us %.1f), least read $(stat lookup_get1_cpu_us %.1f) | $(stat g5_cpu_bound); trivial handler $(stat g5_server_cpu_bound), least read $(stat g5_lookup_cpu_bound) | G5 ≥ 1.2 |
-| 16 count reads (JSON) | $(stat ec_get16_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f); trivial handler $(stat server_get16_cpu_us %.1f), least read $(stat lookup_get16_cpu_us %.1f) | $(stat g6_cpu_bound); trivial handler $(stat g6_server_cpu_bound), least read $(stat g6_lookup_cpu_bound) | G6 ≥ 1.0 |
-| 16 count reads (protobuf) | $(stat ec_get16pb_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f) | $(stat g6_protobuf_cpu_bound) | G6 ≥ 1.0 |
+| one count read | $(stat ec_get1_cpu_us %.1f) | Redis \`GET\` $(stat redis_get1_cpu_us %.1f), over 10^4 keys $(stat redis_get1_r10k_cpu_us %.1f); bare read/write loop (cmd/floor) $(stat floor_get1_cpu_us %.1f); trivial handler on the agent's server path $(stat server_get1_cpu_us %.1f), least read $(stat lookup_get1_cpu_us %.1f) | $(stat g5_cpu_bound), over 10^4 keys $(stat g5_r10k_cpu_bound); bare loop $(stat g5_floor_cpu_bound); trivial handler $(stat g5_server_cpu_bound), least read $(stat g5_lookup_cpu_bound) | G5 ≥ 1.2 |
+| 16 count reads (JSON) | $(stat ec_get16_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f), over 10^4 keys $(stat redis_get16_r10k_cpu_us %.1f); bare loop $(stat floor_get16_cpu_us %.1f); trivial handler $(stat server_get16_cpu_us %.1f), least read $(stat lookup_get16_cpu_us %.1f) | $(stat g6_cpu_bound), over 10^4 keys $(stat g6_r10k_cpu_bound); bare loop $(stat g6_floor_cpu_bound); trivial handler $(stat g6_server_cpu_bound), least read $(stat g6_lookup_cpu_bound) | G6 ≥ 1.0 |
+| 16 count reads (protobuf) | $(stat ec_get16pb_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f), over 10^4 keys $(stat redis_get16_r10k_cpu_us %.1f) | $(stat g6_protobuf_cpu_bound), over 10^4 keys $(stat g6_protobuf_r10k_cpu_bound) | G6 ≥ 1.0 |
+
+The bare loop (\`cmd/floor\`: one read and one write a request, a fixed
+answer, no HTTP parsing) bounds every Go server that reads and writes
+each request on its own: Redis \`GET\` ÷ it is $(stat g5_floor_cpu_bound) by CPU, so where
+that is below G5's 1.2 no such server meets G5 on the CPU it spends, and
+a G5 ratio of requests/s above 1.2 is Redis held back by its client (the
+share of its core it used is below).
 
 The share of core $SUT_CORE each server used (CPU per request × requests/s):
 Redis \`GET\` $(stat redis_get1_cpu_frac), \`GET -P 16\` $(stat redis_get16_cpu_frac);
