@@ -107,15 +107,26 @@ func (a *api) fastRoute(rw *respWriter, r *http.Request) bool {
 	return true
 }
 
-// skipsHeaders reports the requests the API answers without reading a
-// header (Server's headerSkipper): GET /v1/counts and GET
-// /v1/counts/{content_id}, however the mux or fastRoute takes them
-// (getCounts, getCount and serveCount read none). Any other path under
-// /v1/counts (e.g. /v1/countsx) goes to the mux's 404, which reads none
-// either.
-func (a *api) skipsHeaders(method string, uri []byte) bool {
+// headersRead tells Server (headerSkipper) which requests the API answers
+// reading no header: GET /v1/counts and GET /v1/counts/{content_id},
+// however the mux or fastRoute takes them (getCounts, getCount and
+// serveCount read none; any other path under /v1/counts, e.g.
+// /v1/countsx, goes to the mux's 404, which reads none either); and which
+// it answers reading only Content-Type: POST /v1/counts (postCounts reads
+// it to tell protobuf, nothing else). Every other request gets all its
+// headers.
+func (a *api) headersRead(method string, uri []byte) headerUse {
 	const p = "/v1/counts"
-	return method == http.MethodGet && len(uri) >= len(p) && string(uri[:len(p)]) == p
+	if len(uri) < len(p) || string(uri[:len(p)]) != p {
+		return readsAllHeaders
+	}
+	switch {
+	case method == http.MethodGet:
+		return readsNoHeader
+	case method == http.MethodPost && (len(uri) == len(p) || uri[len(p)] == '?'):
+		return readsContentType
+	}
+	return readsAllHeaders
 }
 
 // recovered logs a handler panic and answers 500 when nothing was written.

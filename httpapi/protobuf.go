@@ -296,6 +296,15 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 	var sem pbField
 	seenRegion, seenMode := false, false
 	for !p.done() {
+		// The usual field first: a content_id (field 1, wire type 2, tag
+		// 0x0a) of fewer than 128 bytes, its length one varint byte that
+		// fits the body. Anything else, and a length that runs past the
+		// end, takes the general path below, which also reports it.
+		if i := p.i; i+1 < len(p.s) && p.s[i] == 0x0a && p.s[i+1] < 0x80 && int(p.s[i+1]) <= len(p.s)-i-2 {
+			p.i = i + 2 + int(p.s[i+1])
+			q.ids = a.addProtoID(q.ids, p.s[i+2:p.i], &sem)
+			continue
+		}
 		num, typ, e := p.tag()
 		if e != nil {
 			return q, e
@@ -347,15 +356,7 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 			seenRegion = true
 			continue
 		}
-		switch {
-		case len(q.ids) == a.cfg.MaxBatchIDs:
-			sem.set(badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs)))
-		case !engagement.ValidID(s):
-			sem.set(badField("content_ids["+strconv.Itoa(len(q.ids))+"]", msgID))
-		}
-		if sem.e == nil {
-			q.ids = append(q.ids, s)
-		}
+		q.ids = a.addProtoID(q.ids, s, &sem)
 	}
 	if sem.e != nil {
 		return q, sem.e
@@ -364,6 +365,22 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 		return q, badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs))
 	}
 	return q, nil
+}
+
+// addProtoID appends content_ids value s to ids, or sets sem's error when
+// ids are full or s is not a valid id (ids is left as it is after an
+// error).
+func (a *api) addProtoID(ids []string, s string, sem *pbField) []string {
+	switch {
+	case len(ids) == a.cfg.MaxBatchIDs:
+		sem.set(badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs)))
+	case !engagement.ValidID(s):
+		sem.set(badField("content_ids["+strconv.Itoa(len(ids))+"]", msgID))
+	}
+	if sem.e == nil {
+		ids = append(ids, s)
+	}
+	return ids
 }
 
 // appendCountProto appends one Count (field 1 of CountsResponse) for

@@ -207,6 +207,13 @@ func (a *api) readBodyString(w http.ResponseWriter, r *http.Request) (string, *a
 	if _, e := a.query(r, 0, nil); e != nil {
 		return "", e
 	}
+	if br, ok := r.Body.(*bodyReader); ok && int64(len(br.b)) <= a.cfg.MaxBodyBytes {
+		// Server's body, already read whole (and within its own limit):
+		// copied once, straight into the string.
+		s := string(br.b[br.i:])
+		br.i = len(br.b)
+		return s, nil
+	}
 	bp := a.getBuf()
 	defer a.putBuf(bp)
 	body, e := a.readBody(w, r, bp)

@@ -190,10 +190,11 @@ func TestFastRouteAgreesWithMux(t *testing.T) {
 	}
 }
 
-// TestCountReadsReadNoHeader holds skipsHeaders to the count handlers:
+// TestCountReadsReadNoHeader holds headersRead to the count handlers:
 // every request it names is answered through Server (which hands it no
-// header) exactly as the handler answers it directly with headers that
-// would change the answer of a route that read them.
+// header, or Content-Type alone) exactly as the handler answers it
+// directly with headers that would change the answer of a route that read
+// them.
 func TestCountReadsReadNoHeader(t *testing.T) {
 	ta := newTestAPI(t, testConfig())
 	seed(ta.fake)
@@ -209,8 +210,8 @@ func TestCountReadsReadNoHeader(t *testing.T) {
 		"/v1/counts", "/v1/counts?content_id=c1&content_id=c2", "/v1/counts?content_id=c1;x",
 		"/v1/counts?content_id=c1&bogus=1", "/v1/countsx", "/v1/counts/?content_id=c1",
 	} {
-		if !a.skipsHeaders(http.MethodGet, []byte(target)) {
-			t.Fatalf("skipsHeaders(GET %s) = false", target)
+		if got := a.headersRead(http.MethodGet, []byte(target)); got != readsNoHeader {
+			t.Fatalf("headersRead(GET %s) = %d, want none", target, got)
 		}
 		req := httptest.NewRequest(http.MethodGet, target, nil)
 		for k, v := range headers {
@@ -223,12 +224,46 @@ func TestCountReadsReadNoHeader(t *testing.T) {
 			t.Errorf("GET %s through Server = %d %s; with headers, directly %d %s", target, got.Code, got.Body, want.Code, want.Body)
 		}
 	}
-	for _, c := range []struct{ method, uri string }{
-		{"POST", "/v1/counts"}, {"HEAD", "/v1/counts/c1"}, {"GET", "/v1/count"}, {"GET", "/v1/trending"},
-		{"GET", "/v1/reactions/u/c1"}, {"GET", "/metrics"},
+	// POST /v1/counts reads Content-Type alone: each request, sent with
+	// every header above but its own Content-Type, is answered through
+	// Server as the handler answers it directly.
+	body := string(appendStringField(appendStringField(nil, 1, "c1"), 1, "c2"))
+	for _, c := range []struct{ target, ctype, body string }{
+		{"/v1/counts", "application/x-protobuf", body},
+		{"/v1/counts", "Application/X-Protobuf; charset=UTF-8", body},
+		{"/v1/counts", "application/json", body},
+		{"/v1/counts", "", body},
+		{"/v1/counts", "application/x-protobuf", "\xff"},
+		{"/v1/counts?region=eu", "application/x-protobuf", body},
 	} {
-		if a.skipsHeaders(c.method, []byte(c.uri)) {
-			t.Errorf("skipsHeaders(%s %s) = true", c.method, c.uri)
+		if got := a.headersRead(http.MethodPost, []byte(c.target)); got != readsContentType {
+			t.Fatalf("headersRead(POST %s) = %d, want Content-Type alone", c.target, got)
+		}
+		var answers [2]*httptest.ResponseRecorder
+		for i, h := range []http.Handler{ta.h, ta.srv} {
+			req := httptest.NewRequest(http.MethodPost, c.target, strings.NewReader(c.body))
+			for k, v := range headers {
+				req.Header.Set(k, v)
+			}
+			req.Header.Del("Content-Type")
+			if c.ctype != "" {
+				req.Header.Set("Content-Type", c.ctype)
+			}
+			answers[i] = httptest.NewRecorder()
+			h.ServeHTTP(answers[i], req)
+		}
+		want, got := answers[0], answers[1]
+		if got.Code != want.Code || got.Body.String() != want.Body.String() {
+			t.Errorf("POST %s (%q) through Server = %d %q; directly %d %q", c.target, c.ctype, got.Code, got.Body, want.Code, want.Body)
+		}
+	}
+	for _, c := range []struct{ method, uri string }{
+		{"POST", "/v1/countsx"}, {"POST", "/v1/counts/c1"}, {"HEAD", "/v1/counts/c1"}, {"GET", "/v1/count"},
+		{"GET", "/v1/trending"}, {"GET", "/v1/reactions/u/c1"}, {"GET", "/metrics"}, {"POST", "/v1/increments"},
+		{"PUT", "/v1/counts"},
+	} {
+		if got := a.headersRead(c.method, []byte(c.uri)); got != readsAllHeaders {
+			t.Errorf("headersRead(%s %s) = %d, want every header", c.method, c.uri, got)
 		}
 	}
 }

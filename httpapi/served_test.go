@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,8 +364,14 @@ type headerProbe struct {
 	seen map[string]http.Header
 }
 
-func (p *headerProbe) skipsHeaders(_ string, uri []byte) bool {
-	return bytes.HasPrefix(uri, []byte("/skip"))
+func (p *headerProbe) headersRead(_ string, uri []byte) headerUse {
+	switch {
+	case bytes.HasPrefix(uri, []byte("/skip")):
+		return readsNoHeader
+	case bytes.HasPrefix(uri, []byte("/ctype")):
+		return readsContentType
+	}
+	return readsAllHeaders
 }
 
 func (p *headerProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -376,18 +383,22 @@ func (p *headerProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestServerSkipsHeadersOnlyWhenAsked checks that a handler offering
-// skipsHeaders gets no header for the requests it names and every header
-// for the others, on one connection in turn (the exchange is reused), and
-// that a handler that wraps it (as Authenticate does) gets every header.
+// headersRead gets no header for the requests it names, Content-Type alone
+// for those it says so of, and every header for the others, on one
+// connection in turn (the exchange is reused), and that a handler that
+// wraps it (as Authenticate does) gets every header.
 func TestServerSkipsHeadersOnlyWhenAsked(t *testing.T) {
 	p := &headerProbe{seen: map[string]http.Header{}}
 	wrapped := http.HandlerFunc(p.ServeHTTP)
 	for _, h := range []http.Handler{p, wrapped} {
 		clear(p.seen)
 		s := viaServer(t, h)
-		for _, path := range []string{"/skip/a", "/keep/a", "/skip/b", "/keep/b"} {
+		for _, path := range []string{"/skip/a", "/keep/a", "/ctype/a", "/skip/b", "/ctype/b", "/keep/b", "/ctype/none"} {
 			req := httptest.NewRequest(http.MethodGet, path+"?q=1", nil)
 			req.Header.Set("Authorization", "Bearer t")
+			if path != "/ctype/none" {
+				req.Header.Set("Content-Type", "text/x-"+path[len(path)-1:])
+			}
 			rec := httptest.NewRecorder()
 			s.ServeHTTP(rec, req)
 			if rec.Code != http.StatusOK || rec.Body.String() != "q=1" {
@@ -395,9 +406,23 @@ func TestServerSkipsHeadersOnlyWhenAsked(t *testing.T) {
 			}
 		}
 		for path, hdr := range p.seen {
-			skipped := h == http.Handler(p) && strings.HasPrefix(path, "/skip")
-			if got := hdr.Get("Authorization"); skipped != (got == "") || (skipped && len(hdr) != 0) {
-				t.Errorf("handler %T, %s: headers %v (want skipped: %v)", h, path, hdr, skipped)
+			probed := h == http.Handler(p)
+			want := http.Header{"Authorization": {"Bearer t"}, "Content-Type": {"text/x-" + path[len(path)-1:]}}
+			switch {
+			case probed && strings.HasPrefix(path, "/skip"):
+				want = http.Header{}
+			case probed && path == "/ctype/none":
+				want = http.Header{}
+			case probed && strings.HasPrefix(path, "/ctype"):
+				delete(want, "Authorization")
+			case path == "/ctype/none":
+				delete(want, "Content-Type")
+			}
+			hdr.Del("Host") // net/http's client sends it; not the point here
+			hdr.Del("User-Agent")
+			hdr.Del("Accept-Encoding")
+			if !reflect.DeepEqual(hdr, want) {
+				t.Errorf("handler %T, %s: headers %v, want %v", h, path, hdr, want)
 			}
 		}
 	}
