@@ -124,3 +124,28 @@ func TestBatchedCountsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestStalenessAsDurationMilliseconds holds staleness to what it replaced,
+// max(Now.Sub(Stored).Milliseconds(), 0), with Now carrying a monotonic
+// reading as the agent's does and Stored none, at and around whole
+// milliseconds, seconds and negative gaps; and to 0 when either is unknown.
+func TestStalenessAsDurationMilliseconds(t *testing.T) {
+	now := time.Now()
+	for _, gap := range []time.Duration{0, 1, 999_999, time.Millisecond, time.Millisecond + 1, 1500 * time.Millisecond,
+		time.Second - 1, time.Hour + 7, 90 * 24 * time.Hour, -1, -time.Millisecond, -time.Hour} {
+		for _, shift := range []time.Duration{0, 1, 123_456_789, 999_999_999} {
+			n := now.Add(shift)
+			rd := region.CountRead{Stored: time.Unix(0, n.Add(-gap).UnixNano())}
+			info := region.ReadInfo{Now: n}
+			if got, want := staleness(&rd, &info), max(n.Sub(rd.Stored).Milliseconds(), 0); got != want {
+				t.Errorf("gap %v, shift %v: staleness %d, want %d", gap, shift, got, want)
+			}
+		}
+	}
+	if got := staleness(&region.CountRead{Stored: now}, &region.ReadInfo{}); got != 0 {
+		t.Errorf("staleness with no Now = %d, want 0", got)
+	}
+	if got := staleness(&region.CountRead{}, &region.ReadInfo{Now: now}); got != 0 {
+		t.Errorf("staleness with no Stored = %d, want 0", got)
+	}
+}

@@ -371,6 +371,14 @@ func (a *api) decodeCountsProto(body string, ids []string) (queryParams, *apiErr
 // ids are full or s is not a valid id (ids is left as it is after an
 // error).
 func (a *api) addProtoID(ids []string, s string, sem *pbField) []string {
+	if sem.e == nil && len(ids) < a.cfg.MaxBatchIDs && engagement.ValidID(s) {
+		return append(ids, s)
+	}
+	return a.refuseProtoID(ids, s, sem)
+}
+
+// refuseProtoID is addProtoID's slow path.
+func (a *api) refuseProtoID(ids []string, s string, sem *pbField) []string {
 	switch {
 	case len(ids) == a.cfg.MaxBatchIDs:
 		sem.set(badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs)))
