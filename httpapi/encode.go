@@ -195,9 +195,9 @@ func appendCountHead(dst []byte, contentID, scope string, rd *region.CountRead) 
 // rd.Stored in whole milliseconds (truncated, as Duration.Milliseconds
 // does), 0 if negative or either time is unknown (callers write it only
 // when Stored is known; a service may leave Now zero). Wall-clock
-// nanoseconds: Stored has no monotonic
-// reading, so Time.Sub would take the wall clock too, through checks that
-// cost a 16-id read ~5 % of its CPU in process.
+// nanoseconds: the agent's Stored carries no monotonic reading on any path
+// (region's statsCache.put), so Time.Sub took the wall clock too, through
+// checks that cost a 16-id read ~5 % of its CPU in process.
 func staleness(rd *region.CountRead, info *region.ReadInfo) int64 {
 	if info.Now.IsZero() || rd.Stored.IsZero() {
 		return 0

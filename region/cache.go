@@ -430,15 +430,18 @@ func (c *statsCache) expect(id string) {
 // put records rows, read from the store by a read that began at start in
 // epoch, as id's, keeping any newer row a push brought meanwhile, and
 // returns the rows id has now, when they were last known current and the
-// state's memo (nil when the cache does not keep id).
+// state's memo (nil when the cache does not keep id). The time is a wall
+// clock reading only (no monotonic one), whichever way it is found, so that
+// a reader's arithmetic on it (the HTTP API's staleness) does not change
+// with the path the read took.
 func (c *statsCache) put(id string, rows []engagement.Stats, start time.Time, epoch uint64) ([]engagement.Stats, time.Time, *Memo) {
 	if c.ttl == 0 {
-		return rows, start, nil
+		return rows, start.Round(0), nil
 	}
 	c.expect(id)
 	e, ok := c.lookup(id)
 	if !ok {
-		return rows, start, nil // evicted meanwhile
+		return rows, start.Round(0), nil // evicted meanwhile
 	}
 	for {
 		old := e.v.Load()

@@ -220,3 +220,25 @@ func TestCacheEntryFillsOneLine(t *testing.T) {
 		t.Fatalf("cacheEntry is %d bytes, want 64", got)
 	}
 }
+
+// TestPutAnswersWallClock: put's "last known current" time carries no
+// monotonic reading on any path (cached, cache off; an entry evicted
+// during the read answers like the cache off), as a time built from Unix nanoseconds does not: a reader that
+// subtracts it from its own clock gets the same arithmetic whichever path
+// the read took (the HTTP API's staleness_ms).
+func TestPutAnswersWallClock(t *testing.T) {
+	start := time.Now() // with a monotonic reading
+	rows := []engagement.Stats{{ContentID: "c", Scope: engagement.GlobalScope, LastSeq: 1}}
+	for name, c := range map[string]*statsCache{
+		"cached":    newStatsCache(10, time.Hour, 0),
+		"cache off": newStatsCache(10, 0, 0),
+	} {
+		_, at, _ := c.put("c", rows, start, 0)
+		if at != at.Round(0) {
+			t.Errorf("%s: put answered %v, with a monotonic reading", name, at)
+		}
+		if !at.Equal(start) && name != "cached" {
+			t.Errorf("%s: put answered %v, want %v", name, at, start)
+		}
+	}
+}
