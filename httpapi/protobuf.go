@@ -377,16 +377,14 @@ func (a *api) addProtoID(ids []string, s string, sem *pbField) []string {
 	return a.refuseProtoID(ids, s, sem)
 }
 
-// refuseProtoID is addProtoID's slow path.
+// refuseProtoID is addProtoID's slow path: an error is kept already, ids
+// are full or s is invalid, so s is not appended.
 func (a *api) refuseProtoID(ids []string, s string, sem *pbField) []string {
 	switch {
 	case len(ids) == a.cfg.MaxBatchIDs:
 		sem.set(badField("content_ids", fmt.Sprintf("must hold 1 to %d ids", a.cfg.MaxBatchIDs)))
 	case !engagement.ValidID(s):
 		sem.set(badField("content_ids["+strconv.Itoa(len(ids))+"]", msgID))
-	}
-	if sem.e == nil {
-		ids = append(ids, s)
 	}
 	return ids
 }
