@@ -104,56 +104,54 @@ type shard struct {
 	_ [shardSize - 8]byte
 }
 
-// counter is one sharded counter. A cold counter (one shard) keeps its value
-// in one, inline, and takes one cache line; a hot counter spreads adds over
-// its padded shards.
+// counter is one counter's identity and its off-table state: its key, the
+// shards of a hot counter, and the value of a cold one until it is promoted
+// to its stripe's read table, whose slot then holds the value (see slot).
 type counter struct {
-	counterFields
-	// Fill the cache line (the 64-byte size class is 64-byte aligned):
-	// cold counters are written from every core, and one that shared a
-	// line with its neighbour would move back and forth between caches
-	// with the neighbour's adds.
-	_ [cacheLine - unsafe.Sizeof(counterFields{})]byte
-}
-
-const cacheLine = 64
-
-type counterFields struct {
-	one    atomic.Int64
-	shards []shard // nil for a one-shard counter
-	// salt reshuffles which goroutine adds to which shard; swap changes it.
-	salt atomic.Uint64
+	// one is a cold counter's value while the counter is in dirty; it is
+	// sealed when the counter moves to a read table.
+	one atomic.Int64
+	hot *shardSet // nil for a one-shard counter
 	// idle counts consecutive empty drains; guarded by the stripe lock.
 	idle int32
 	// removed is set under the stripe lock when the counter leaves the tables.
 	removed bool
+	key     Key // owned by the table
 }
 
-func newCounter(shards int) *counter {
-	if shards <= 1 {
-		return &counter{}
+const cacheLine = 64
+
+// shardSet holds the shards of a hot counter. Adds only read the set itself.
+type shardSet struct {
+	// salt reshuffles which goroutine adds to which shard; swap changes it.
+	salt   atomic.Uint64
+	shards []shard
+}
+
+func newCounter(k Key, shards int) *counter {
+	c := &counter{key: k}
+	if shards > 1 {
+		c.hot = &shardSet{shards: make([]shard, shards)}
+		c.hot.salt.Store(rand.Uint64())
 	}
-	c := &counter{}
-	c.shards = make([]shard, shards)
-	c.salt.Store(rand.Uint64())
 	return c
 }
 
 // numShards returns how many slots c spreads adds over.
 func (c *counter) numShards() int {
-	if len(c.shards) == 0 {
+	if c.hot == nil {
 		return 1
 	}
-	return len(c.shards)
+	return len(c.hot.shards)
 }
 
 // slot returns the word the next add goes to.
-func (c *counter) slot() *atomic.Int64 {
-	n := len(c.shards)
-	if n == 0 {
+func (c *counter) word() *atomic.Int64 {
+	h := c.hot
+	if h == nil {
 		return &c.one
 	}
-	return &c.shards[shardIndex(n, c.salt.Load())].v
+	return &h.shards[shardIndex(len(h.shards), h.salt.Load())].v
 }
 
 // shardIndex picks a shard in [0, n) for the calling goroutine, with no
@@ -178,36 +176,42 @@ func shardIndex(n int, salt uint64) int {
 }
 
 // add adds d to one shard and reports whether it counted: false means the
-// counter was sealed and the caller must add d elsewhere.
-func (c *counter) add(d int64) bool {
-	return c.slot().Add(d) > sealFloor
+// set was sealed and the caller must add d elsewhere.
+func (h *shardSet) add(d int64) bool {
+	return h.shards[shardIndex(len(h.shards), h.salt.Load())].v.Add(d) > sealFloor
 }
+
+// add adds d to c's value while c is in dirty (see cell).
+func (c *counter) add(d int64) bool { return c.cell().add(d) }
 
 // swap returns the sum of all shards and zeroes them. An add racing with
 // swap lands either before a shard's swap (and is returned) or after it (and
 // stays for the next swap); never both, never neither.
-func (c *counter) swap() int64 {
-	if len(c.shards) == 0 {
-		return c.one.Swap(0)
-	}
-	c.salt.Store(rand.Uint64())
+func (h *shardSet) swap() int64 {
+	h.salt.Store(rand.Uint64())
 	var sum int64
-	for i := range c.shards {
-		sum += c.shards[i].v.Swap(0)
+	for i := range h.shards {
+		sum += h.shards[i].v.Swap(0)
 	}
 	return sum
 }
 
 // seal returns the sum of all shards and marks every shard sealed, so that
-// any later add reports false. The caller must have removed c from the tables
-// first, so that writers which see the seal find c gone.
-func (c *counter) seal() int64 {
-	if len(c.shards) == 0 {
-		return c.one.Swap(sealValue)
-	}
+// any later add reports false. The caller must have removed the counter from
+// the tables first, so that writers which see the seal find it gone.
+func (h *shardSet) seal() int64 {
 	var sum int64
-	for i := range c.shards {
-		sum += c.shards[i].v.Swap(sealValue)
+	for i := range h.shards {
+		sum += h.shards[i].v.Swap(sealValue)
+	}
+	return sum
+}
+
+// peek returns the sum of the shards without resetting them.
+func (h *shardSet) peek() int64 {
+	var sum int64
+	for i := range h.shards {
+		sum += h.shards[i].v.Load()
 	}
 	return sum
 }
@@ -223,16 +227,16 @@ type Counter struct {
 // NewCounter returns a counter with the given number of shards, clamped to
 // 1..4096.
 func NewCounter(shards int) *Counter {
-	return &Counter{c: newCounter(min(max(shards, 1), maxShardsLimit))}
+	return &Counter{c: newCounter(Key{}, min(max(shards, 1), maxShardsLimit))}
 }
 
 // Add adds delta. It does not allocate. Unlike Counters.Add, any delta is
 // accepted (a Counter is never sealed); the sum must not overflow int64.
-func (c *Counter) Add(delta int64) { c.c.slot().Add(delta) }
+func (c *Counter) Add(delta int64) { c.c.word().Add(delta) }
 
 // Swap returns the sum accumulated since the last Swap and zeroes it. A
 // concurrent Add is returned by exactly one Swap.
-func (c *Counter) Swap() int64 { return c.c.swap() }
+func (c *Counter) Swap() int64 { return c.c.cell().swap() }
 
 // Shards returns the number of shards.
 func (c *Counter) Shards() int { return c.c.numShards() }
@@ -247,7 +251,8 @@ const stripeBits = 8
 // Add, has a cache line of its own, away from the lock and the slow path's
 // writes; a stripe is two cache lines.
 type stripe struct {
-	// read is an immutable table, replaced (never modified) under mu.
+	// read is the stripe's table. Its keys never change; its cold values
+	// are sealed, and carried to the next table, when it is replaced.
 	read atomic.Pointer[table]
 	_    [cacheLine - 8]byte
 	stripeLocked
@@ -263,7 +268,13 @@ type stripeLocked struct {
 	// misses counts lookups that went past read since it was last rebuilt.
 	misses int
 	// evict is Drain's scratch list, kept to avoid allocating per Drain.
-	evict []slot
+	evict []evicted
+}
+
+// evicted is a counter Drain removed, and the cell that held its value.
+type evicted struct {
+	ctr  *counter
+	cell cell
 }
 
 // Counters is the agent's table of sharded counters. Safe for concurrent use.
@@ -303,28 +314,35 @@ func (c *Counters) Add(k Key, delta int64) {
 		panic(fmt.Sprintf("region: counter delta %d exceeds MaxDelta", delta))
 	}
 	h, s := c.locate(&k)
+	shape := keyShape(&k)
 	for {
-		ctr := s.read.Load().find(h, &k)
-		if ctr == nil {
-			ctr = c.slowLookup(s, h, k)
+		t := s.read.Load()
+		i := t.find(h, shape, &k)
+		if i < 0 {
+			c.addSlow(s, h, k, delta)
+			return
 		}
-		if ctr.add(delta) {
+		if t.add(i, delta) {
 			return
 		}
 		c.retried.Add(1)
-		// ctr was sealed by Drain or Reshard after we found it; they
-		// removed it from the tables first, so the next lookup finds its
-		// successor (or creates one).
+		// The slot was sealed after we found it: its table was replaced
+		// (the value moved to the new one) or its counter removed. The
+		// next lookup finds the new table, or misses and creates a
+		// successor.
 	}
 }
 
-// slowLookup finds or creates k's counter under the stripe lock.
-func (c *Counters) slowLookup(s *stripe, h uint64, k Key) *counter {
+// addSlow adds delta to k's counter under the stripe lock, creating the
+// counter if needed. Nothing is sealed while the lock is held, so the add
+// counts.
+func (c *Counters) addSlow(s *stripe, h uint64, k Key, delta int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	read := s.read.Load()
-	if ctr := read.find(h, &k); ctr != nil {
-		return ctr
+	if i := read.find(h, keyShape(&k), &k); i >= 0 {
+		read.add(i, delta)
+		return
 	}
 	s.misses++
 	ctr := s.dirty[k]
@@ -332,7 +350,7 @@ func (c *Counters) slowLookup(s *stripe, h uint64, k Key) *counter {
 		// The caller's strings may point into a request buffer; the table
 		// keeps the key for as long as the counter lives.
 		k = Key{ContentID: strings.Clone(k.ContentID), Counter: strings.Clone(k.Counter), Region: strings.Clone(k.Region)}
-		ctr = newCounter(c.shardsFor(k))
+		ctr = newCounter(k, c.shardsFor(k))
 		if s.dirty == nil {
 			s.dirty = make(map[Key]*counter)
 		}
@@ -340,31 +358,73 @@ func (c *Counters) slowLookup(s *stripe, h uint64, k Key) *counter {
 		c.index.add(k)
 		c.created.Add(1)
 	}
+	ctr.add(delta)
 	// Promote once the misses have paid for the copy, so that a key that
 	// turns hot between two drains stops taking the lock.
 	if s.misses >= read.len()+len(s.dirty) {
 		c.rebuild(s, read)
 	}
-	return ctr
+}
+
+// cellOf returns the cell that holds k's value now, if k has a counter.
+// Called with s.mu held.
+func (s *stripe) cellOf(h uint64, k *Key) (cell, *counter, bool) {
+	read := s.read.Load()
+	if i := read.find(h, keyShape(k), k); i >= 0 {
+		return read.cell(i), read.ctrs[i], true
+	}
+	if ctr := s.dirty[*k]; ctr != nil {
+		return ctr.cell(), ctr, true
+	}
+	return cell{}, nil, false
 }
 
 // rebuild publishes a new read table holding the live counters of read and
-// dirty, and empties dirty. Called with s.mu held.
+// dirty, and empties dirty. It then seals the cold values of read and of the
+// promoted counters and adds what they held to the new table: a writer that
+// found one of them before the new table was published either added before
+// the seal (and its delta moves) or sees the seal and retries on the new
+// table. Called with s.mu held.
 func (c *Counters) rebuild(s *stripe, read *table) {
 	t := newTable(read.len() + len(s.dirty))
 	if read != nil {
-		for i := range read.slots {
-			if sl := &read.slots[i]; sl.h != 0 && !sl.c.removed {
-				t.insert(sl.h, sl.key, sl.c)
+		for i, ctr := range read.ctrs {
+			if ctr != nil && !ctr.removed {
+				t.copy(&read.slots[i], ctr)
 			}
 		}
 	}
+	// A hot counter's shards go with it; a cold one's value moves.
+	type move struct {
+		from *atomic.Int64
+		to   int
+	}
+	var moves []move
 	for k, ctr := range s.dirty {
 		if !ctr.removed {
-			t.insert(hashKey(c.seed, &k), k, ctr)
+			j := t.insert(hashKey(c.seed, &k), &k, ctr)
+			if ctr.hot == nil {
+				moves = append(moves, move{&ctr.one, j})
+			}
 		}
 	}
 	s.read.Store(t)
+	if read != nil {
+		for i, ctr := range read.ctrs {
+			// Just after a Drain's swaps, most hold nothing and are not
+			// looked up in t.
+			if sl := &read.slots[i]; ctr != nil && sl.shape&slotHot == 0 && !ctr.removed {
+				if d := sl.v.Swap(sealValue); d != 0 {
+					t.slots[t.indexOf(sl.h, ctr)].v.Add(d)
+				}
+			}
+		}
+	}
+	for _, m := range moves {
+		if d := m.from.Swap(sealValue); d != 0 {
+			t.slots[m.to].v.Add(d)
+		}
+	}
 	clear(s.dirty)
 	s.misses = 0
 }
@@ -400,31 +460,29 @@ func (c *Counters) drainStripe(s *stripe, emit func(Key, int64)) {
 		return
 	}
 	evict := s.evict[:0]
-	// idle reports whether ctr had nothing to drain for long enough.
-	idle := func(k Key, ctr *counter) bool {
-		if d := ctr.swap(); d != 0 {
+	// drain emits what x holds and reports whether ctr had nothing to
+	// drain for long enough.
+	drain := func(ctr *counter, x cell) {
+		if d := x.swap(); d != 0 {
 			ctr.idle = 0
-			emit(k, d)
-			return false
+			emit(ctr.key, d)
+			return
 		}
 		ctr.idle++
-		if int(ctr.idle) < c.cfg.IdleDrains {
-			return false
+		if int(ctr.idle) >= c.cfg.IdleDrains {
+			ctr.removed = true
+			evict = append(evict, evicted{ctr, x})
 		}
-		ctr.removed = true
-		return true
 	}
 	if read != nil {
-		for i := range read.slots {
-			if sl := &read.slots[i]; sl.h != 0 && idle(sl.key, sl.c) {
-				evict = append(evict, *sl)
+		for i, ctr := range read.ctrs {
+			if ctr != nil {
+				drain(ctr, read.cell(i))
 			}
 		}
 	}
-	for k, ctr := range s.dirty {
-		if idle(k, ctr) {
-			evict = append(evict, slot{key: k, c: ctr})
-		}
+	for _, ctr := range s.dirty {
+		drain(ctr, ctr.cell())
 	}
 	if len(evict) > 0 || len(s.dirty) > 0 {
 		c.rebuild(s, read)
@@ -432,14 +490,14 @@ func (c *Counters) drainStripe(s *stripe, emit func(Key, int64)) {
 	// The evicted counters are out of both tables; seal them. A writer that
 	// found one before the rebuild either added before the seal (its delta
 	// is returned here) or sees the seal and retries on a new counter.
-	for _, sl := range evict {
-		if d := sl.c.seal(); d != 0 {
-			emit(sl.key, d)
+	for _, e := range evict {
+		if d := e.cell.seal(); d != 0 {
+			emit(e.ctr.key, d)
 		}
-		c.index.remove(sl.key)
+		c.index.remove(e.ctr.key)
 	}
 	c.evicted.Add(uint64(len(evict)))
-	clear(evict) // drop key and counter references
+	clear(evict) // drop counter references
 	s.evict = evict[:0]
 }
 
@@ -472,14 +530,10 @@ func (c *Counters) Shards(k Key) int {
 	h, s := c.locate(&k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ctr := s.read.Load().find(h, &k)
-	if ctr == nil {
-		ctr = s.dirty[k]
+	if _, ctr, ok := s.cellOf(h, &k); ok {
+		return ctr.numShards()
 	}
-	if ctr == nil {
-		return 0
-	}
-	return ctr.numShards()
+	return 0
 }
 
 // Reshard changes the shard count of k's live counter to shards (clamped to
@@ -493,44 +547,118 @@ func (c *Counters) Reshard(k Key, shards int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	read := s.read.Load()
-	old := read.find(h, &k)
-	inRead := old != nil
-	if !inRead {
-		old = s.dirty[k]
-	}
-	if old == nil || old.numShards() == shards {
+	oldCell, old, ok := s.cellOf(h, &k)
+	if !ok || old.numShards() == shards {
 		return
 	}
-	ctr := newCounter(shards)
+	inRead := read.find(h, keyShape(&k), &k) >= 0
+	ctr := newCounter(old.key, shards)
 	ctr.idle = old.idle
 	old.removed = true
 	if s.dirty == nil {
 		s.dirty = make(map[Key]*counter)
 	}
-	s.dirty[k] = ctr
+	s.dirty[old.key] = ctr
 	if inRead {
 		c.rebuild(s, read) // a table without old, with ctr and the rest of dirty
 	}
-	if d := old.seal(); d != 0 {
-		ctr.add(d) // only a holder of s.mu can seal ctr, so this counts
+	if d := oldCell.seal(); d != 0 {
+		// Only a holder of s.mu seals, so this counts.
+		newCell, _, _ := s.cellOf(h, &k)
+		newCell.add(d)
 	}
 	c.resharded.Add(1)
 }
 
+// cell is where a counter's value lives: the slot of a cold counter in a
+// read table, a cold counter's own word while it is in dirty, or the shards
+// of a hot counter.
+type cell struct {
+	v   *atomic.Int64 // a cold counter's word; nil for a hot counter
+	hot *shardSet
+}
+
+// cell returns the cell of c while it is in dirty.
+func (c *counter) cell() cell {
+	if c.hot != nil {
+		return cell{hot: c.hot}
+	}
+	return cell{v: &c.one}
+}
+
+// add adds d and reports whether it counted (false: the cell is sealed).
+func (x cell) add(d int64) bool {
+	if x.v != nil {
+		return x.v.Add(d) > sealFloor
+	}
+	return x.hot.add(d)
+}
+
+// swap returns what x holds and zeroes it.
+func (x cell) swap() int64 {
+	if x.v != nil {
+		return x.v.Swap(0)
+	}
+	return x.hot.swap()
+}
+
+// seal returns what x holds and seals it: every later add reports false.
+func (x cell) seal() int64 {
+	if x.v != nil {
+		return x.v.Swap(sealValue)
+	}
+	return x.hot.seal()
+}
+
+// peek returns what x holds.
+func (x cell) peek() int64 {
+	if x.v != nil {
+		return x.v.Load()
+	}
+	return x.hot.peek()
+}
+
 // table is an open-addressing hash table (linear probing, at most half
-// full) from Key to counter. A published table is never modified, so
-// writers read it without a lock.
+// full) from Key to counter. Its keys are fixed when it is published;
+// writers read it without a lock and add to the values in its slots.
 type table struct {
-	slots []slot // a power of two long
+	slots []slot     // a power of two long
+	ctrs  []*counter // ctrs[i] is the counter of slots[i]; nil for an empty slot
 	n     int
 }
 
-// slot is one entry of a table: one cache line, so a lookup that hits its
-// first slot reads one line before the counter's.
+// slot is one entry of a table, one cache line: the hash, a cold counter's
+// value, and the key's bytes when they fit, so that an Add that hits its
+// first slot reads that line and no other. A lookup compares the key's
+// strings with the slot's bytes; a key too long for them is compared with
+// the counter's key instead.
 type slot struct {
-	h   uint64 // hashKey of key; 0 marks an empty slot
-	c   *counter
-	key Key
+	h     uint64       // hashKey of the key; 0 marks an empty slot
+	v     atomic.Int64 // a cold counter's value; unused for a hot one
+	shape uint32       // keyShape of the key, and slotHot
+	text  [slotText]byte
+}
+
+// slotText is the room for a key's three strings, one after another, in a
+// slot: a UUID, "like" and a region name of up to four bytes fit.
+const slotText = cacheLine - 8 - 8 - 4
+
+const (
+	// shapeLong marks a key whose strings do not fit in slotText.
+	shapeLong = 1 << 24
+	// slotHot marks the slot of a hot counter, whose value is in its
+	// shards (table.ctrs[i].hot).
+	slotHot = 1 << 25
+)
+
+// keyShape returns the lengths of k's three strings, 8 bits each, or
+// shapeLong if they do not fit in a slot.
+func keyShape(k *Key) uint32 {
+	a, b, c := len(k.ContentID), len(k.Counter), len(k.Region)
+	if a+b+c > slotText {
+		return shapeLong
+	}
+	return uint32(a) | uint32(b)<<8 | uint32(c)<<16
 }
 
 // newTable returns an empty table with room for n counters.
@@ -539,7 +667,7 @@ func newTable(n int) *table {
 	for size < 2*n {
 		size *= 2
 	}
-	return &table{slots: make([]slot, size)}
+	return &table{slots: make([]slot, size), ctrs: make([]*counter, size)}
 }
 
 // len returns the number of counters in t (0 for a nil table).
@@ -550,31 +678,97 @@ func (t *table) len() int {
 	return t.n
 }
 
-// find returns the counter of key k with hash h, or nil.
-func (t *table) find(h uint64, k *Key) *counter {
+// find returns the index of the slot of key k with hash h and shape
+// keyShape(k), or -1.
+func (t *table) find(h uint64, shape uint32, k *Key) int {
 	if t == nil {
-		return nil
+		return -1
 	}
 	mask := uint64(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		sl := &t.slots[i]
-		if sl.h == h && sl.key == *k {
-			return sl.c
+		if sl.h == h && sl.shape&^slotHot == shape && t.holds(i, k) {
+			return int(i)
 		}
 		if sl.h == 0 {
-			return nil
+			return -1
 		}
 	}
 }
 
-// insert adds a key that t does not hold; t must not be published yet.
-func (t *table) insert(h uint64, k Key, ctr *counter) {
+// holds reports whether slot i, whose shape matches k's, holds k.
+func (t *table) holds(i uint64, k *Key) bool {
+	sl := &t.slots[i]
+	if sl.shape&shapeLong != 0 {
+		return t.ctrs[i].key == *k
+	}
+	a, b, c := len(k.ContentID), len(k.Counter), len(k.Region)
+	text := sl.text[:a+b+c]
+	return string(text[:a]) == k.ContentID && string(text[a:a+b]) == k.Counter && string(text[a+b:]) == k.Region
+}
+
+// add adds d to the value of slot i and reports whether it counted.
+func (t *table) add(i int, d int64) bool {
+	sl := &t.slots[i]
+	if sl.shape&slotHot == 0 {
+		return sl.v.Add(d) > sealFloor
+	}
+	return t.ctrs[i].hot.add(d)
+}
+
+// cell returns the cell of slot i's counter.
+func (t *table) cell(i int) cell {
+	if t.slots[i].shape&slotHot != 0 {
+		return cell{hot: t.ctrs[i].hot}
+	}
+	return cell{v: &t.slots[i].v}
+}
+
+// insert adds ctr, whose key k t does not hold and hashes to h, and returns
+// its slot; t must not be published yet. The slot's value starts at zero.
+func (t *table) insert(h uint64, k *Key, ctr *counter) int {
 	mask := uint64(len(t.slots) - 1)
 	i := h & mask
 	for t.slots[i].h != 0 {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = slot{h: h, c: ctr, key: k}
+	sl := &t.slots[i]
+	sl.h = h
+	sl.shape = keyShape(k)
+	if sl.shape != shapeLong {
+		n := copy(sl.text[:], k.ContentID)
+		n += copy(sl.text[n:], k.Counter)
+		copy(sl.text[n:], k.Region)
+	}
+	if ctr.hot != nil {
+		sl.shape |= slotHot
+	}
+	t.ctrs[i] = ctr
+	t.n++
+	return int(i)
+}
+
+// indexOf returns the slot of ctr, whose key hashes to h and which t holds.
+func (t *table) indexOf(h uint64, ctr *counter) int {
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.ctrs[i] != ctr {
+		i = (i + 1) & mask
+	}
+	return int(i)
+}
+
+// copy adds ctr, whose slot in another table is from, without reading the
+// key again; t must not be published yet. The slot's value starts at zero.
+func (t *table) copy(from *slot, ctr *counter) {
+	mask := uint64(len(t.slots) - 1)
+	i := from.h & mask
+	for t.slots[i].h != 0 {
+		i = (i + 1) & mask
+	}
+	sl := &t.slots[i]
+	sl.h, sl.shape, sl.text = from.h, from.shape, from.text
+	t.ctrs[i] = ctr
 	t.n++
 }
 

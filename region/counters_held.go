@@ -79,30 +79,13 @@ func (c *Counters) Held(id string, fn func(k Key, v int64)) {
 	for _, k := range c.index.keys(id, buf[:0]) {
 		h, s := c.locate(&k)
 		s.mu.Lock()
-		ctr := s.read.Load().find(h, &k)
-		if ctr == nil {
-			ctr = s.dirty[k]
-		}
 		var v int64
-		if ctr != nil {
-			v = ctr.peek()
+		if x, _, ok := s.cellOf(h, &k); ok {
+			v = x.peek()
 		}
 		s.mu.Unlock()
 		if v != 0 {
 			fn(k, v)
 		}
 	}
-}
-
-// peek returns the sum of c's shards without resetting them. The caller
-// holds c's stripe lock, so c is not sealed.
-func (c *counter) peek() int64 {
-	if len(c.shards) == 0 {
-		return c.one.Load()
-	}
-	var sum int64
-	for i := range c.shards {
-		sum += c.shards[i].v.Load()
-	}
-	return sum
 }

@@ -222,6 +222,21 @@ func TestCountersActivityResetsIdle(t *testing.T) {
 	}
 }
 
+// promoted adds 1 to k and drains c, which promotes k to its stripe's read
+// table, and returns that table and k's slot in it.
+func promoted(t *testing.T, c *Counters, k Key) (*table, int) {
+	t.Helper()
+	c.Add(k, 1)
+	c.Drain(func(Key, int64) {})
+	h, s := c.locate(&k)
+	tab := s.read.Load()
+	i := tab.find(h, keyShape(&k), &k)
+	if i < 0 {
+		t.Fatal("counter not in the read table after Drain")
+	}
+	return tab, i
+}
+
 // TestCountersAddAfterSeal walks Add's steps by hand around an eviction: a
 // writer finds the counter, Drain removes and seals it, and the writer's add
 // must then report that it did not count, so that the writer adds to the
@@ -231,20 +246,14 @@ func TestCountersAddAfterSeal(t *testing.T) {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			c := NewCounters(fixedDirectory(shards), CountersConfig{IdleDrains: 1})
 			k := key("v1", "view")
-			c.Add(k, 1)
-			c.Drain(func(Key, int64) {}) // promotes k to the read table
-			h, s := c.locate(&k)
-			found := s.read.Load().find(h, &k)
-			if found == nil {
-				t.Fatal("counter not in the read table after Drain")
-			}
+			tab, found := promoted(t, c, k)
 
 			c.Drain(func(Key, int64) {}) // nothing to drain: removed and sealed
 			if got := c.Len(); got != 0 {
 				t.Fatalf("Len after eviction = %d, want 0", got)
 			}
 			for i := range 2 * shards {
-				if found.add(5) {
+				if tab.add(found, 5) {
 					t.Fatalf("add %d on a sealed counter counted", i)
 				}
 			}
@@ -262,30 +271,107 @@ func TestCountersAddAfterSeal(t *testing.T) {
 func TestCountersAddBeforeSeal(t *testing.T) {
 	c := NewCounters(fixedDirectory(4), CountersConfig{IdleDrains: 1})
 	k := key("v1", "view")
-	c.Add(k, 1)
-	drainAll(t, c)
+	tab, found := promoted(t, c, k)
 	h, s := c.locate(&k)
-	found := s.read.Load().find(h, &k)
-	if found == nil {
-		t.Fatal("counter not in the read table after Drain")
-	}
 	// Drain by hand: the swap finds nothing, the writer adds, then the seal.
 	s.mu.Lock()
-	if d := found.swap(); d != 0 {
+	x := tab.cell(found)
+	if d := x.swap(); d != 0 {
 		t.Fatalf("swap = %d, want 0", d)
 	}
-	if !found.add(7) {
+	if !tab.add(found, 7) {
 		t.Fatal("add before the seal did not count")
 	}
-	found.removed = true
-	c.rebuild(s, s.read.Load())
-	sealed := found.seal()
+	tab.ctrs[found].removed = true
+	c.rebuild(s, tab)
+	sealed := x.seal()
 	s.mu.Unlock()
 	if sealed != 7 {
 		t.Fatalf("seal returned %d, want 7", sealed)
 	}
-	if got := s.read.Load().find(h, &k); got != nil {
+	if got := s.read.Load().find(h, keyShape(&k), &k); got >= 0 {
 		t.Fatal("removed counter still in the read table")
+	}
+}
+
+// TestCountersAddAcrossRebuild walks Add's steps by hand around a rebuild
+// that replaces the read table while a writer holds a slot of the old one:
+// what was added before the rebuild moves to the new table, and an add after
+// it reports that it did not count, so that the writer looks up again and
+// adds to the new table. Cold counters keep their value in the table's slot,
+// so this is how no delta is lost to a promotion; hot ones keep theirs in
+// their shards, which the new table shares.
+func TestCountersAddAcrossRebuild(t *testing.T) {
+	for _, shards := range []int{1, 8} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			c := NewCounters(fixedDirectory(shards), CountersConfig{IdleDrains: 5})
+			k := key("v1", "view")
+			old, i := promoted(t, c, k) // its slot holds 0
+			_, s := c.locate(&k)
+			if !old.add(i, 3) {
+				t.Fatal("add to the live table did not count")
+			}
+			other := sameStripeKey(t, c, k)
+			for range 4 { // the stripe's misses pay for a rebuild
+				if s.read.Load() != old {
+					break
+				}
+				c.Add(other, 1)
+			}
+			if s.read.Load() == old {
+				t.Fatal("the read table was not replaced")
+			}
+			counted := old.add(i, 4) // the writer that found the old slot
+			if counted != (shards > 1) {
+				t.Fatalf("add to the replaced table counted = %v, want %v", counted, shards > 1)
+			}
+			if !counted {
+				c.Add(k, 4) // what Add does next
+			}
+			got := drainAll(t, c)
+			if got[k] != 7 {
+				t.Fatalf("drained %d for %v, want 7", got[k], k)
+			}
+		})
+	}
+}
+
+// TestCountersTableLongKeys: keys too long for a slot's bytes are compared
+// through their counter, and keys that differ only where one field ends and
+// the next begins are different keys.
+func TestCountersTableLongKeys(t *testing.T) {
+	c := NewCounters(nil, CountersConfig{IdleDrains: 2})
+	long := strings.Repeat("x", slotText)
+	keys := []Key{
+		{ContentID: long, Counter: "view", Region: "eu"},
+		{ContentID: long + "y", Counter: "view", Region: "eu"},
+		{ContentID: long[:slotText-6], Counter: "view", Region: "eu"}, // exactly fills the slot
+		{ContentID: long[:slotText-5], Counter: "view", Region: "eu"}, // one byte over
+		{ContentID: "ab", Counter: "c", Region: "d"},
+		{ContentID: "a", Counter: "bc", Region: "d"},
+		{ContentID: "a", Counter: "b", Region: "cd"},
+		{ContentID: "", Counter: "abc", Region: "d"},
+		{ContentID: strings.Repeat("é", 64), Counter: "like", Region: "us-east"},
+	}
+	want := make(map[Key]int64)
+	for range 3 { // in dirty, then promoted by the misses
+		for i, k := range keys {
+			c.Add(k, int64(i+1))
+			want[k] += int64(i + 1)
+		}
+	}
+	checkEmitted(t, drainAll(t, c), want)
+	for i, k := range keys { // in the read table
+		c.Add(k, int64(i+1))
+	}
+	got := drainAll(t, c)
+	for i, k := range keys {
+		if got[k] != int64(i+1) {
+			t.Errorf("second drain: %+v = %d, want %d", k, got[k], i+1)
+		}
+	}
+	if got := c.Len(); got != len(keys) {
+		t.Errorf("Len() = %d, want %d", got, len(keys))
 	}
 }
 
@@ -304,6 +390,9 @@ func TestCountersConcurrentDrainEviction(t *testing.T) {
 		// Enough keys that stripes hold several, so that rebuilds copy
 		// live counters while writers use the old table.
 		{"many keys", fixedDirectory(2), 3000},
+		// Cold counters keep their values in the table: every rebuild
+		// moves them while writers add to the old table.
+		{"many cold keys", nil, 3000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,7 +570,7 @@ func TestCountersPromotion(t *testing.T) {
 	for range 3 {
 		c.Add(k, 1)
 	}
-	if s.read.Load().find(h, &k) == nil {
+	if s.read.Load().find(h, keyShape(&k), &k) < 0 {
 		t.Fatal("key not promoted to the read table after 3 adds")
 	}
 	s.mu.Lock()
@@ -609,11 +698,11 @@ func TestCounter(t *testing.T) {
 	}
 }
 
-// TestCounterSize: a cold counter fills exactly one cache line, so that two
-// counters never share one (see counter).
+// TestCounterSize: a table slot fills exactly one cache line, so that an Add
+// that hits reads one line and two cold counters never share one (see slot).
 func TestCounterSize(t *testing.T) {
-	if got := unsafe.Sizeof(counter{}); got != cacheLine {
-		t.Fatalf("counter is %d bytes, want %d", got, cacheLine)
+	if got := unsafe.Sizeof(slot{}); got != cacheLine {
+		t.Fatalf("slot is %d bytes, want %d", got, cacheLine)
 	}
 	if got := unsafe.Sizeof(shard{}); got != shardSize {
 		t.Fatalf("shard is %d bytes, want %d", got, shardSize)
@@ -690,28 +779,43 @@ func TestTable(t *testing.T) {
 			ctrs := make([]*counter, n)
 			for i := range n {
 				k := key(fmt.Sprint("v", i), "view")
-				ctrs[i] = newCounter(1)
-				tab.insert(hashKey(7, &k), k, ctrs[i])
+				ctrs[i] = newCounter(k, 1)
+				tab.insert(hashKey(7, &k), &k, ctrs[i])
 			}
 			if got := tab.len(); got != n {
 				t.Fatalf("len() = %d, want %d", got, n)
 			}
 			for i := range n {
 				k := key(fmt.Sprint("v", i), "view")
-				if got := tab.find(hashKey(7, &k), &k); got != ctrs[i] {
-					t.Fatalf("find(%+v) = %p, want %p", k, got, ctrs[i])
+				if got := tab.find(hashKey(7, &k), keyShape(&k), &k); got < 0 || tab.ctrs[got] != ctrs[i] {
+					t.Fatalf("find(%+v) = %d, want the slot of %p", k, got, ctrs[i])
 				}
 			}
 			for i := n; i < n+100; i++ {
 				k := key(fmt.Sprint("v", i), "view")
-				if got := tab.find(hashKey(7, &k), &k); got != nil {
-					t.Fatalf("find(%+v) = %p for an absent key, want nil", k, got)
+				if got := tab.find(hashKey(7, &k), keyShape(&k), &k); got >= 0 {
+					t.Fatalf("find(%+v) = %d for an absent key, want -1", k, got)
 				}
 			}
 		})
 	}
+	// Keys with one hash: only the bytes tell them apart.
+	tab := newTable(4)
+	same := []Key{key("v1", "view"), key("v2", "view"), key("v1", "like"), {ContentID: strings.Repeat("v", 60), Counter: "view", Region: "eu"}}
+	for _, k := range same {
+		tab.insert(42, &k, newCounter(k, 1))
+	}
+	for _, k := range same {
+		if got := tab.find(42, keyShape(&k), &k); got < 0 || tab.ctrs[got].key != k {
+			t.Fatalf("find(%+v) among keys of one hash = %d", k, got)
+		}
+	}
+	absent := key("v3", "view")
+	if got := tab.find(42, keyShape(&absent), &absent); got >= 0 {
+		t.Fatalf("find(%+v) = %d for an absent key of the same hash, want -1", absent, got)
+	}
 	var nilTable *table
-	if got := nilTable.find(1, &Key{}); got != nil || nilTable.len() != 0 {
-		t.Fatalf("nil table: find = %p, len = %d; want nil, 0", got, nilTable.len())
+	if got := nilTable.find(1, 0, &Key{}); got >= 0 || nilTable.len() != 0 {
+		t.Fatalf("nil table: find = %d, len = %d; want -1, 0", got, nilTable.len())
 	}
 }
