@@ -107,31 +107,53 @@ type shard struct {
 // counter is one counter's identity and its off-table state: its key, the
 // shards of a hot counter, and the value of a cold one until it is promoted
 // to its stripe's read table, whose slot then holds the value (see slot).
+// It takes 48 bytes: the key's counter and region names are shared by every
+// counter with the same pair (see names).
 type counter struct {
 	// one is a cold counter's value while the counter is in dirty; it is
-	// sealed when the counter moves to a read table.
+	// sealed when the counter moves to a read table. Only holders of the
+	// stripe lock reach a counter in dirty.
 	one atomic.Int64
 	hot *shardSet // nil for a one-shard counter
+	id  string    // the key's content id, owned by the table
+	// names are the key's counter and region names.
+	names *names
 	// idle counts consecutive empty drains; guarded by the stripe lock.
 	idle int32
 	// removed is set under the stripe lock when the counter leaves the tables.
 	removed bool
-	key     Key // owned by the table
 }
+
+// key returns c's key.
+func (c *counter) key() Key {
+	return Key{ContentID: c.id, Counter: c.names.counter, Region: c.names.region}
+}
+
+// names is a counter name and a region name.
+type names struct{ counter, region string }
 
 const cacheLine = 64
 
-// shardSet holds the shards of a hot counter. Adds only read the set itself.
+// shardSet holds the shards of a hot counter. Every add reads it, from every
+// core, so it fills its cache line (the 64-byte size class is 64-byte
+// aligned): a neighbour written by one core would make the others miss on
+// every add.
 type shardSet struct {
+	shardSetFields
+	_ [cacheLine - unsafe.Sizeof(shardSetFields{})]byte
+}
+
+type shardSetFields struct {
 	// salt reshuffles which goroutine adds to which shard; swap changes it.
 	salt   atomic.Uint64
 	shards []shard
 }
 
-func newCounter(k Key, shards int) *counter {
-	c := &counter{key: k}
+// newCounter returns a counter of the key (id, n).
+func newCounter(id string, n *names, shards int) *counter {
+	c := &counter{id: id, names: n}
 	if shards > 1 {
-		c.hot = &shardSet{shards: make([]shard, shards)}
+		c.hot = &shardSet{shardSetFields: shardSetFields{shards: make([]shard, shards)}}
 		c.hot.salt.Store(rand.Uint64())
 	}
 	return c
@@ -227,7 +249,7 @@ type Counter struct {
 // NewCounter returns a counter with the given number of shards, clamped to
 // 1..4096.
 func NewCounter(shards int) *Counter {
-	return &Counter{c: newCounter(Key{}, min(max(shards, 1), maxShardsLimit))}
+	return &Counter{c: newCounter("", &names{}, min(max(shards, 1), maxShardsLimit))}
 }
 
 // Add adds delta. It does not allocate. Unlike Counters.Add, any delta is
@@ -284,6 +306,9 @@ type Counters struct {
 	cfg     CountersConfig
 	seed    uint64
 	index   keyIndex // live keys by item, for fresh reads (counters_held.go)
+
+	namesMu sync.Mutex // a leaf, taken when a counter is created
+	names   map[names]*names
 
 	created, evicted, resharded, retried atomic.Uint64
 }
@@ -349,8 +374,8 @@ func (c *Counters) addSlow(s *stripe, h uint64, k Key, delta int64) {
 	if ctr == nil {
 		// The caller's strings may point into a request buffer; the table
 		// keeps the key for as long as the counter lives.
-		k = Key{ContentID: strings.Clone(k.ContentID), Counter: strings.Clone(k.Counter), Region: strings.Clone(k.Region)}
-		ctr = newCounter(k, c.shardsFor(k))
+		ctr = newCounter(strings.Clone(k.ContentID), c.namesOf(k.Counter, k.Region), c.shardsFor(k))
+		k = ctr.key()
 		if s.dirty == nil {
 			s.dirty = make(map[Key]*counter)
 		}
@@ -380,11 +405,11 @@ func (s *stripe) cellOf(h uint64, k *Key) (cell, *counter, bool) {
 }
 
 // rebuild publishes a new read table holding the live counters of read and
-// dirty, and empties dirty. It then seals the cold values of read and of the
-// promoted counters and adds what they held to the new table: a writer that
-// found one of them before the new table was published either added before
-// the seal (and its delta moves) or sees the seal and retries on the new
-// table. Called with s.mu held.
+// dirty, and empties dirty. It then seals the cold values of read and adds
+// what they held to the new table: a writer that found one of them before
+// the new table was published either added before the seal (and its delta
+// moves) or sees the seal and retries on the new table. Called with s.mu
+// held.
 func (c *Counters) rebuild(s *stripe, read *table) {
 	t := newTable(read.len() + len(s.dirty))
 	if read != nil {
@@ -394,17 +419,14 @@ func (c *Counters) rebuild(s *stripe, read *table) {
 			}
 		}
 	}
-	// A hot counter's shards go with it; a cold one's value moves.
-	type move struct {
-		from *atomic.Int64
-		to   int
-	}
-	var moves []move
+	// A hot counter's shards go with it; a cold one's value moves. Only
+	// holders of s.mu reach a counter in dirty, so its value moves before
+	// the table is published.
 	for k, ctr := range s.dirty {
 		if !ctr.removed {
 			j := t.insert(hashKey(c.seed, &k), &k, ctr)
 			if ctr.hot == nil {
-				moves = append(moves, move{&ctr.one, j})
+				t.slots[j].v.Store(ctr.one.Swap(sealValue))
 			}
 		}
 	}
@@ -420,13 +442,29 @@ func (c *Counters) rebuild(s *stripe, read *table) {
 			}
 		}
 	}
-	for _, m := range moves {
-		if d := m.from.Swap(sealValue); d != 0 {
-			t.slots[m.to].v.Add(d)
-		}
-	}
 	clear(s.dirty)
 	s.misses = 0
+}
+
+// maxNames bounds the (counter, region) pairs a table shares; a counter of a
+// pair past that gets its own copy.
+const maxNames = 4096
+
+// namesOf returns the shared copy of the pair (counter, region).
+func (c *Counters) namesOf(counter, region string) *names {
+	c.namesMu.Lock()
+	defer c.namesMu.Unlock()
+	if n := c.names[names{counter, region}]; n != nil {
+		return n
+	}
+	n := &names{strings.Clone(counter), strings.Clone(region)}
+	if len(c.names) < maxNames {
+		if c.names == nil {
+			c.names = make(map[names]*names)
+		}
+		c.names[*n] = n
+	}
+	return n
 }
 
 func (c *Counters) shardsFor(k Key) int {
@@ -462,10 +500,10 @@ func (c *Counters) drainStripe(s *stripe, emit func(Key, int64)) {
 	evict := s.evict[:0]
 	// drain emits what x holds and reports whether ctr had nothing to
 	// drain for long enough.
-	drain := func(ctr *counter, x cell) {
+	drain := func(k Key, ctr *counter, x cell) {
 		if d := x.swap(); d != 0 {
 			ctr.idle = 0
-			emit(ctr.key, d)
+			emit(k, d)
 			return
 		}
 		ctr.idle++
@@ -477,12 +515,12 @@ func (c *Counters) drainStripe(s *stripe, emit func(Key, int64)) {
 	if read != nil {
 		for i, ctr := range read.ctrs {
 			if ctr != nil {
-				drain(ctr, read.cell(i))
+				drain(ctr.key(), ctr, read.cell(i))
 			}
 		}
 	}
-	for _, ctr := range s.dirty {
-		drain(ctr, ctr.cell())
+	for k, ctr := range s.dirty {
+		drain(k, ctr, ctr.cell())
 	}
 	if len(evict) > 0 || len(s.dirty) > 0 {
 		c.rebuild(s, read)
@@ -492,9 +530,9 @@ func (c *Counters) drainStripe(s *stripe, emit func(Key, int64)) {
 	// is returned here) or sees the seal and retries on a new counter.
 	for _, e := range evict {
 		if d := e.cell.seal(); d != 0 {
-			emit(e.ctr.key, d)
+			emit(e.ctr.key(), d)
 		}
-		c.index.remove(e.ctr.key)
+		c.index.remove(e.ctr.key())
 	}
 	c.evicted.Add(uint64(len(evict)))
 	clear(evict) // drop counter references
@@ -552,13 +590,13 @@ func (c *Counters) Reshard(k Key, shards int) {
 		return
 	}
 	inRead := read.find(h, keyShape(&k), &k) >= 0
-	ctr := newCounter(old.key, shards)
+	ctr := newCounter(old.id, old.names, shards)
 	ctr.idle = old.idle
 	old.removed = true
 	if s.dirty == nil {
 		s.dirty = make(map[Key]*counter)
 	}
-	s.dirty[old.key] = ctr
+	s.dirty[old.key()] = ctr
 	if inRead {
 		c.rebuild(s, read) // a table without old, with ctr and the rest of dirty
 	}
@@ -700,7 +738,8 @@ func (t *table) find(h uint64, shape uint32, k *Key) int {
 func (t *table) holds(i uint64, k *Key) bool {
 	sl := &t.slots[i]
 	if sl.shape&shapeLong != 0 {
-		return t.ctrs[i].key == *k
+		ctr := t.ctrs[i]
+		return ctr.id == k.ContentID && ctr.names.counter == k.Counter && ctr.names.region == k.Region
 	}
 	a, b, c := len(k.ContentID), len(k.Counter), len(k.Region)
 	text := sl.text[:a+b+c]

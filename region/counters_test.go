@@ -704,6 +704,12 @@ func TestCounterSize(t *testing.T) {
 	if got := unsafe.Sizeof(slot{}); got != cacheLine {
 		t.Fatalf("slot is %d bytes, want %d", got, cacheLine)
 	}
+	if got := unsafe.Sizeof(counter{}); got != 48 {
+		t.Fatalf("counter is %d bytes, want 48", got)
+	}
+	if got := unsafe.Sizeof(shardSet{}); got != cacheLine {
+		t.Fatalf("shardSet is %d bytes, want %d", got, cacheLine)
+	}
 	if got := unsafe.Sizeof(shard{}); got != shardSize {
 		t.Fatalf("shard is %d bytes, want %d", got, shardSize)
 	}
@@ -779,7 +785,7 @@ func TestTable(t *testing.T) {
 			ctrs := make([]*counter, n)
 			for i := range n {
 				k := key(fmt.Sprint("v", i), "view")
-				ctrs[i] = newCounter(k, 1)
+				ctrs[i] = newCounter(k.ContentID, &names{k.Counter, k.Region}, 1)
 				tab.insert(hashKey(7, &k), &k, ctrs[i])
 			}
 			if got := tab.len(); got != n {
@@ -803,10 +809,10 @@ func TestTable(t *testing.T) {
 	tab := newTable(4)
 	same := []Key{key("v1", "view"), key("v2", "view"), key("v1", "like"), {ContentID: strings.Repeat("v", 60), Counter: "view", Region: "eu"}}
 	for _, k := range same {
-		tab.insert(42, &k, newCounter(k, 1))
+		tab.insert(42, &k, newCounter(k.ContentID, &names{k.Counter, k.Region}, 1))
 	}
 	for _, k := range same {
-		if got := tab.find(42, keyShape(&k), &k); got < 0 || tab.ctrs[got].key != k {
+		if got := tab.find(42, keyShape(&k), &k); got < 0 || tab.ctrs[got].key() != k {
 			t.Fatalf("find(%+v) among keys of one hash = %d", k, got)
 		}
 	}
