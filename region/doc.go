@@ -10,7 +10,8 @@
 //
 // Invariants:
 //   - Every delta passed to Counters.Add is emitted by exactly one Drain (or
-//     still held by the table), also across removal and Reshard (sealing).
+//     still held by the table), also across removal, Reshard and the table
+//     rebuilds that move cold counters' values from slot to slot (sealing).
 //   - A key is in its stripe's read table or its dirty map, never in both,
 //     and a removed (sealed) counter is in neither.
 //   - Add does not allocate once its counter exists; trending costs the
