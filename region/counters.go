@@ -167,7 +167,7 @@ func (c *counter) numShards() int {
 	return len(c.hot.shards)
 }
 
-// slot returns the word the next add goes to.
+// word returns the word the next add goes to.
 func (c *counter) word() *atomic.Int64 {
 	h := c.hot
 	if h == nil {
@@ -747,13 +747,7 @@ func (t *table) holds(i uint64, k *Key) bool {
 }
 
 // add adds d to the value of slot i and reports whether it counted.
-func (t *table) add(i int, d int64) bool {
-	sl := &t.slots[i]
-	if sl.shape&slotHot == 0 {
-		return sl.v.Add(d) > sealFloor
-	}
-	return t.ctrs[i].hot.add(d)
-}
+func (t *table) add(i int, d int64) bool { return t.cell(i).add(d) }
 
 // cell returns the cell of slot i's counter.
 func (t *table) cell(i int) cell {
@@ -766,11 +760,7 @@ func (t *table) cell(i int) cell {
 // insert adds ctr, whose key k t does not hold and hashes to h, and returns
 // its slot; t must not be published yet. The slot's value starts at zero.
 func (t *table) insert(h uint64, k *Key, ctr *counter) int {
-	mask := uint64(len(t.slots) - 1)
-	i := h & mask
-	for t.slots[i].h != 0 {
-		i = (i + 1) & mask
-	}
+	i := t.free(h)
 	sl := &t.slots[i]
 	sl.h = h
 	sl.shape = keyShape(k)
@@ -784,6 +774,16 @@ func (t *table) insert(h uint64, k *Key, ctr *counter) int {
 	}
 	t.ctrs[i] = ctr
 	t.n++
+	return i
+}
+
+// free returns the first empty slot on the probe sequence of hash h.
+func (t *table) free(h uint64) int {
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.slots[i].h != 0 {
+		i = (i + 1) & mask
+	}
 	return int(i)
 }
 
@@ -800,11 +800,7 @@ func (t *table) indexOf(h uint64, ctr *counter) int {
 // copy adds ctr, whose slot in another table is from, without reading the
 // key again; t must not be published yet. The slot's value starts at zero.
 func (t *table) copy(from *slot, ctr *counter) {
-	mask := uint64(len(t.slots) - 1)
-	i := from.h & mask
-	for t.slots[i].h != 0 {
-		i = (i + 1) & mask
-	}
+	i := t.free(from.h)
 	sl := &t.slots[i]
 	sl.h, sl.shape, sl.text = from.h, from.shape, from.text
 	t.ctrs[i] = ctr
