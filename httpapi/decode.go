@@ -483,6 +483,13 @@ func (d *decoder) increments(dst []region.Increment, max int) []region.Increment
 			}
 			continue
 		}
+		dst = append(dst, region.Increment{})
+		if next := fastIncrement(d.s, d.i, &dst[len(dst)-1]); next > 0 {
+			d.i = next
+			continue
+		}
+		dst[len(dst)-1] = region.Increment{}
+		dst = dst[:len(dst)-1]
 		inc, ok := d.increment(n)
 		if !ok {
 			return dst

@@ -313,3 +313,81 @@ func FuzzCountsProto(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFastIncrementProto checks fastIncrementProto against the general
+// decoder on any bytes: it may only accept an increments field that
+// decodeIncrementProto accepts, as it reads it.
+func FuzzFastIncrementProto(f *testing.F) {
+	f.Add(string(raw(nil).msg(1, raw(nil).str(1, "video-00000001").str(2, "view").varint(3, 1))))
+	f.Add(string(raw(nil).msg(1, raw(nil).str(1, "c1").str(2, "watch_time_s").varint(3, MaxDelta))))
+	f.Add(string(raw(nil).msg(1, raw(nil).str(2, "view").str(1, "c1").varint(3, 1))))
+	f.Add(string(raw(nil).msg(1, raw(nil).str(1, "c1").str(2, "like").varint(3, 1))))
+	f.Add(string(raw(nil).msg(1, raw(nil).str(1, "c/1").str(2, "view").varint(3, 1))))
+	f.Fuzz(func(t *testing.T, s string) {
+		var fast region.Increment
+		next := fastIncrementProto(s, 0, &fast)
+		if next == 0 {
+			return
+		}
+		p := pbReader{s: s}
+		num, typ, e := p.tag()
+		if e != nil || num != 1 || typ != protowire.BytesType {
+			t.Fatalf("fast path accepted %x as %+v; its tag: %d %d %v", s, fast, num, typ, e)
+		}
+		msg, off, e := p.bytes()
+		if e != nil {
+			t.Fatalf("fast path accepted %x as %+v; its length: %v", s, fast, e)
+		}
+		var sem pbField
+		slow, e := decodeIncrementProto(msg, off, 0, &sem)
+		if e != nil || sem.e != nil || slow != fast || p.i != next {
+			t.Fatalf("%x: fast path read %+v up to %d; the decoder %+v up to %d (%v, %v)", s, fast, next, slow, p.i, e, sem.e)
+		}
+	})
+}
+
+func TestFastIncrementProto(t *testing.T) {
+	inc := func(id, counter string, delta uint64) raw {
+		return raw(nil).msg(1, raw(nil).str(1, id).str(2, counter).varint(3, delta))
+	}
+	id80 := strings.Repeat("x", 80) // the message just under 128 bytes
+	for _, tc := range []struct {
+		body raw
+		want bool
+	}{
+		{inc("video-00000001", "view", 1), true},
+		{inc(id80, "a23456789012345678901234567890_z", MaxDelta), true},
+		{inc(strings.Repeat("x", 124), "view", 1), false}, // a message of 128 bytes or more
+		{inc(strings.Repeat("x", 128), "view", 1), false}, // a two-byte length
+		{inc("c1", "like", 1), false},
+		{inc("c1", "dislike", 1), false},
+		{inc("c/1", "view", 1), false},
+		{inc("", "view", 1), false},
+		{inc("c1", "View", 1), false},
+		{inc("c1", "view", 0), false},
+		{inc("c1", "view", MaxDelta+1), false},
+		{raw(nil).msg(1, raw(nil).str(2, "view").str(1, "c1").varint(3, 1)), false}, // field order
+		{raw(nil).msg(1, raw(nil).str(1, "c1").str(2, "view").varint(3, 1).varint(3, 1)), false},
+		{raw(nil).msg(1, raw(nil).str(1, "c1").str(2, "view").varint(3, 1).varint(4, 1)), false},
+		{raw(nil).msg(1, raw(nil).str(1, "c1").str(2, "view")), false},
+		{raw(nil).msg(2, raw(nil).str(1, "c1").str(2, "view").varint(3, 1)), false},
+	} {
+		var got region.Increment
+		next := fastIncrementProto(string(tc.body), 0, &got)
+		if (next == len(tc.body)) != tc.want || (!tc.want && next != 0) {
+			t.Errorf("fastIncrementProto(%x) = %d, want accepted %v", tc.body, next, tc.want)
+		}
+	}
+	// Fast and general items mixed in one body, and a bad one after them
+	// named by its index.
+	body := append(append(inc("a", "view", 1), raw(nil).msg(1, raw(nil).str(2, "share").str(1, "b").varint(3, 2))...), inc("c", "view", 3)...)
+	incs, e := decodeIncrementsProto(string(body), DefaultMaxIncrements, nil)
+	want := []region.Increment{{ContentID: "a", Counter: "view", Delta: 1}, {ContentID: "b", Counter: "share", Delta: 2}, {ContentID: "c", Counter: "view", Delta: 3}}
+	if e != nil || !slices.Equal(incs, want) {
+		t.Fatalf("decodeIncrementsProto = %+v, %v; want %+v", incs, e, want)
+	}
+	bad := append(inc("a", "view", 1), inc("b", "like", 1)...)
+	if _, e := decodeIncrementsProto(string(bad), DefaultMaxIncrements, nil); e == nil || e.field != "increments[1].counter" {
+		t.Fatalf("decodeIncrementsProto = %+v, want an error on increments[1].counter", e)
+	}
+}
