@@ -193,6 +193,24 @@ for run in $(seq "$RUNS"); do
 	kv redis_get16_r10k_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
 	stop_pid "$rpid"
 
+	# The same INCR load on a Redis as durable as the agent's default: an
+	# append-only file fsynced before each reply (appendfsync always, one
+	# fsync per event-loop pass over all clients: Redis's group commit), on
+	# the same disk as the agent's log. G1 and G2 compare like with like:
+	# this against the agent at --durability fsync, the Redis above against
+	# the agent at --durability none.
+	echo "-- $(date -u +%T) redis-server with appendonly yes, appendfsync always (core $SUT_CORE)"
+	rm -rf "$work/redis-aof" && mkdir -p "$work/redis-aof"
+	taskset -c "$SUT_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
+		--dir "$PWD/$work/redis-aof" --daemonize no --logfile "$PWD/$work/redis.log" &
+	rpid=$!
+	pids+=("$rpid")
+	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	kv redis_aof_incr1 "$(rb incr 1 "$REDIS_N")"
+	kv redis_aof_incr64 "$(rb incr 64 $((REDIS_N * 4)))"
+	stop_pid "$rpid"
+	rm -rf "$work/redis-aof"
+
 	echo "-- $(date -u +%T) floor (cmd/floor, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
 	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -lifetime 10m >/dev/null &
 	fpid=$!
@@ -327,6 +345,26 @@ for run in $(seq "$RUNS"); do
 	kv g10_incr_per_s "$(json "$r" units_per_s)"
 	stop_pid "$apid"
 
+	echo "-- $(date -u +%T) edge-agent standalone (core $SUT_CORE), --durability none: G1 and G2 against the Redis without persistence"
+	rm -rf "$work/data"
+	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn --durability none \
+		>"$work/agent.out" 2>"$work/agent.err" &
+	apid=$!
+	pids+=("$apid")
+	wait_http "$AGENT_PORT" /readyz
+	for load in incr100 incr1 incr100pb; do
+		args=(-mode "$load")
+		[ "$load" = incr100pb ] && args=(-mode incr100 -body protobuf)
+		[ "$load" = incr100pb ] && [ "$HAS_BODY" != 1 ] && continue
+		t0=$(cpu_ticks "$apid")
+		r=$(lg "$AGENT_PORT" "${args[@]}")
+		kv "ec_none_${load}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
+		echo "$r" >>"$work/runs/$run.json"
+		kv "ec_none_${load}_ups" "$(json "$r" units_per_s)"
+		kv "ec_none_${load}_errors" "$(json "$r" errors)"
+	done
+	stop_pid "$apid"
+
 	echo "-- $(date -u +%T) counter micro-benchmarks (go test -bench, core $SUT_CORE for -cpu 1)"
 	b1=$(taskset -c "$SUT_CORE" "$work/bin/region.test" -test.run '^$' -test.bench 'HotCounter/atomic$|ColdKeys' -test.cpu 1 -test.benchtime "$BENCHTIME" -test.count 1)
 	b2=$("$work/bin/region.test" -test.run '^$' -test.bench 'HotCounter/sharded$' -test.cpu 2 -test.benchtime "$BENCHTIME" -test.count 1)
@@ -353,6 +391,18 @@ for run in $(seq "$RUNS"); do
 	# shellcheck disable=SC1090
 	. <(sed -E 's/^([a-z0-9_]+)=(.*)$/\1="\2"/' "$kvfile")
 	kv g1 "$(ratio "$ec_incr100_ups" "$redis_incr64")"
+	# Like for like in durability (see the durable Redis above).
+	kv g1_durable "$(ratio "$ec_incr100_ups" "$redis_aof_incr64")"
+	kv g1_memory "$(ratio "$ec_none_incr100_ups" "$redis_incr64")"
+	kv g2_durable "$(ratio "$ec_incr1_ups" "$redis_aof_incr1")"
+	kv g2_memory "$(ratio "$ec_none_incr1_ups" "$redis_incr1")"
+	if [ "$HAS_BODY" = 1 ]; then
+		kv g1_protobuf_durable "$(ratio "$ec_incr100pb_ups" "$redis_aof_incr64")"
+		kv g1_protobuf_memory "$(ratio "$ec_none_incr100pb_ups" "$redis_incr64")"
+		kv g1_protobuf_memory_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_none_incr100pb_cpu_us" 'BEGIN{print c / 100}')")"
+	fi
+	kv g1_memory_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_none_incr100_cpu_us" 'BEGIN{print c / 100}')")"
+	kv g2_memory_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$ec_none_incr1_cpu_us")"
 	if [ "$HAS_BODY" = 1 ]; then
 		kv g1_protobuf "$(ratio "$ec_incr100pb_ups" "$redis_incr64")"
 		kv g6_protobuf "$(ratio "$ec_get16pb_ups" "$redis_get16")"
@@ -496,8 +546,13 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 # The protobuf rows, when the runs have them (a row each, no blank line).
 g1pb_row="" g6pb_row=""
 if grep -q '^g1_protobuf=' "$work"/runs/*.kv; then
-	g1pb_row=$'\n'"| G1 | $(rate ec_incr100pb_ups) increments/s, 100 a request (protobuf) | Redis \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1_protobuf) | ≥ 2.0 protobuf | $(met g1_protobuf '>=' 2.0) |"
+	g1pb_row=$'\n'"| G1 | durable: $(rate ec_incr100pb_ups) increments/s, 100 a request (protobuf) | Redis without persistence (not like for like) | $(stat g1_protobuf) | ≥ 2.0 protobuf | $(met g1_protobuf '>=' 2.0) |"
 	g6pb_row=$'\n'"| G6 | $(rate ec_get16pb_ups) counts/s, 16 a request (protobuf) | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_protobuf) | ≥ 1.0 and ≥ 500 k/s | $(met g6_protobuf '>=' 1.0); $(met ec_get16pb_ups '>=' 500000) |"
+fi
+g1pb_durable_row="" g1pb_memory_row=""
+if grep -q '^g1_protobuf_memory=' "$work"/runs/*.kv; then
+	g1pb_durable_row=$'\n'"| G1 | durable: $(rate ec_incr100pb_ups) increments/s, 100 a request (protobuf) | durable Redis \`INCR -P 64\` $(rate redis_aof_incr64)/s | $(stat g1_protobuf_durable) | ≥ 2.0 protobuf | $(met g1_protobuf_durable '>=' 2.0) |"
+	g1pb_memory_row=$'\n'"| G1 | in memory: $(rate ec_none_incr100pb_ups) increments/s, 100 a request (protobuf) | Redis without persistence \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1_protobuf_memory) | ≥ 2.0 protobuf | $(met g1_protobuf_memory '>=' 2.0) |"
 fi
 if grep -q '^g6_protobuf_wrk=' "$work"/runs/*.kv; then
 	g6pb_row+=$'\n'"| G6 | $(rate ec_get16pb_wrk_ups) counts/s, 16 a request (protobuf), **wrk** | Redis \`GET -P 16\` $(rate redis_get16)/s | $(stat g6_protobuf_wrk) | ≥ 1.0 and ≥ 500 k/s | $(met g6_protobuf_wrk '>=' 1.0); $(met ec_get16pb_wrk_ups '>=' 500000) |"
@@ -526,8 +581,12 @@ $(awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { if (l + 0 > n + 0) prin
 
 | # | edgecount | peer in the same run | ratio | goal | |
 |---|---|---|---|---|---|
-| G1 | $(rate ec_incr100_ups) increments/s, 100 a request (JSON) | Redis \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1) | ≥ 1.0 JSON | $(met g1 '>=' 1.0) |${g1pb_row}
-| G2 | $(rate ec_incr1_ups) increments/s, 1 a request | Redis \`INCR\` $(rate redis_incr1)/s | $(stat g2) | ≥ 1.2 | $(met g2 '>=' 1.2) |
+| G1 | durable (fsync, the default): $(rate ec_incr100_ups) increments/s, 100 a request (JSON) | durable Redis (\`appendfsync always\`) \`INCR -P 64\` $(rate redis_aof_incr64)/s | $(stat g1_durable) | ≥ 1.0 JSON | $(met g1_durable '>=' 1.0) |${g1pb_durable_row}
+| G1 | in memory (\`--durability none\`): $(rate ec_none_incr100_ups) increments/s, 100 a request (JSON) | Redis without persistence \`INCR -P 64\` $(rate redis_incr64)/s | $(stat g1_memory) | ≥ 1.0 JSON | $(met g1_memory '>=' 1.0) |${g1pb_memory_row}
+| G1 | durable: $(rate ec_incr100_ups) increments/s, 100 a request (JSON) | Redis without persistence (not like for like) | $(stat g1) | ≥ 1.0 JSON | $(met g1 '>=' 1.0) |${g1pb_row}
+| G2 | durable: $(rate ec_incr1_ups) increments/s, 1 a request | durable Redis \`INCR\` $(rate redis_aof_incr1)/s | $(stat g2_durable) | ≥ 1.2 | $(met g2_durable '>=' 1.2) |
+| G2 | in memory: $(rate ec_none_incr1_ups) increments/s, 1 a request | Redis without persistence \`INCR\` $(rate redis_incr1)/s | $(stat g2_memory) | ≥ 1.2 | $(met g2_memory '>=' 1.2) |
+| G2 | durable: $(rate ec_incr1_ups) increments/s, 1 a request | Redis without persistence (not like for like) $(rate redis_incr1)/s | $(stat g2) | ≥ 1.2 | $(met g2 '>=' 1.2) |
 | G3 | hot counter, 2 goroutines: $(stat g3_sharded2_ns) ns/add | one uncontended atomic add $(stat g3_atomic_ns) ns | $(stat g3) | ≥ 0.8 | $(met g3 '>=' 0.8) |
 | G4 | keyed add over 100 k keys: $(stat g4_counters_ns %.0f) ns | private map $(stat g4_private_ns %.0f) ns; \`sync.Map\` $(stat g4_syncmap_ns %.0f) ns | $(stat g4); $(stat g4_syncmap)× sync.Map | ≥ 0.7 every run; ≥ 1.5× | $(met g4 '>=' 0.7); $(met g4_syncmap '>=' 1.5) |
 | G5 | $(rate ec_get1_ups) counts/s, 1 a request | Redis \`GET\` $(rate redis_get1)/s | $(stat g5) | ≥ 1.2 | $(met g5 '>=' 1.2) |
@@ -641,6 +700,9 @@ part of a write) and docs/write-path.md.
 | one increment a request | $(stat ec_incr1_cpu_us %.1f) | Redis \`INCR\` $(stat redis_incr1_cpu_us %.1f); fasthttp trivial handler $(stat fasthttp_get1_cpu_us %.1f) | $(stat g2_cpu_bound); trivial handler $(stat g2_fasthttp_cpu_bound) | G2 ≥ 1.2 |
 | 100 increments (JSON), per increment | $(stat ec_incr100_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_cpu_bound) | G1 ≥ 1.0 |
 | 100 increments (protobuf), per increment | $(stat ec_incr100pb_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_protobuf_cpu_bound) | G1 ≥ 2.0 |
+| one increment a request, \`--durability none\` | $(stat ec_none_incr1_cpu_us %.1f) | Redis \`INCR\` $(stat redis_incr1_cpu_us %.1f) | $(stat g2_memory_cpu_bound) | G2 ≥ 1.2 |
+| 100 increments (JSON), \`--durability none\`, per increment | $(stat ec_none_incr100_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_memory_cpu_bound) | G1 ≥ 1.0 |
+| 100 increments (protobuf), \`--durability none\`, per increment | $(stat ec_none_incr100pb_cpu_us %.1f) a request | Redis \`INCR -P 64\` $(stat redis_incr64_cpu_us %.2f) | $(stat g1_protobuf_memory_cpu_bound) | G1 ≥ 2.0 |
 | one count read | $(stat ec_get1_cpu_us %.1f) | Redis \`GET\` $(stat redis_get1_cpu_us %.1f), over 10^4 keys $(stat redis_get1_r10k_cpu_us %.1f); bare read/write loop (cmd/floor) $(stat floor_get1_cpu_us %.1f); trivial handler on the agent's server path $(stat server_get1_cpu_us %.1f), least read $(stat lookup_get1_cpu_us %.1f) | $(stat g5_cpu_bound), over 10^4 keys $(stat g5_r10k_cpu_bound); bare loop $(stat g5_floor_cpu_bound); trivial handler $(stat g5_server_cpu_bound), least read $(stat g5_lookup_cpu_bound) | G5 ≥ 1.2 |
 | 16 count reads (JSON) | $(stat ec_get16_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f), over 10^4 keys $(stat redis_get16_r10k_cpu_us %.1f); bare loop $(stat floor_get16_cpu_us %.1f); trivial handler $(stat server_get16_cpu_us %.1f), least read $(stat lookup_get16_cpu_us %.1f) | $(stat g6_cpu_bound), over 10^4 keys $(stat g6_r10k_cpu_bound); bare loop $(stat g6_floor_cpu_bound); trivial handler $(stat g6_server_cpu_bound), least read $(stat g6_lookup_cpu_bound) | G6 ≥ 1.0 |
 | 16 count reads (protobuf) | $(stat ec_get16pb_cpu_us %.1f) | Redis \`GET -P 16\`, per 16 keys $(stat redis_get16_cpu_us %.1f), over 10^4 keys $(stat redis_get16_r10k_cpu_us %.1f) | $(stat g6_protobuf_cpu_bound), over 10^4 keys $(stat g6_protobuf_r10k_cpu_bound) | G6 ≥ 1.0 |
