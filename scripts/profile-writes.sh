@@ -77,11 +77,17 @@ taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$PORT" -mode f
 fpid=$!
 pids+=("$fpid")
 wait_http "$PORT" /
-t0=$(cpu_ticks "$fpid")
-r=$(lg -mode incr1)
-t1=$(cpu_ticks "$fpid")
-echo "fasthttp_incr1_per_s=$(json "$r" requests_per_s)"
-echo "fasthttp_incr1_cpu_us=$(per_req "$t0" "$t1" "$(json "$r" requests)")"
+# The same handler sent the batched bodies: what reading a request of 100
+# increments costs the server before any of its work.
+for load in incr1 incr100 incr100pb; do
+	args=(-mode "$load")
+	[ "$load" = incr100pb ] && args=(-mode incr100 -body protobuf)
+	t0=$(cpu_ticks "$fpid")
+	r=$(lg "${args[@]}")
+	t1=$(cpu_ticks "$fpid")
+	echo "fasthttp_${load}_per_s=$(json "$r" requests_per_s)"
+	echo "fasthttp_${load}_cpu_us=$(per_req "$t0" "$t1" "$(json "$r" requests)")"
+done
 kill "$fpid"
 wait "$fpid" 2>/dev/null || true
 
