@@ -6,7 +6,10 @@
 #
 #   G1, G2, G5, G6  the HTTP API (standalone edge-agent, cmd/loadgen; G1 and G6
 #                   also with -body protobuf once loadgen has it) ÷ Redis
-#                   (a private redis-server, redis-benchmark); G5 and G6 also
+#                   (a private redis-server, redis-benchmark; G1 and G2 also
+#                   against a Redis with appendfsync always, like for like
+#                   with the agent's default durability, and the agent at
+#                   --durability none against Redis in memory); G5 and G6 also
 #                   driven by wrk (scripts/wrk/counts.lua); ÷ the agent's own
 #                   server path with a handler that does no work (the bound
 #                   of G5 and G6: httpapi/internal/floor -mode server); ÷ the floor
