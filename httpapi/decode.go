@@ -483,12 +483,14 @@ func (d *decoder) increments(dst []region.Increment, max int) []region.Increment
 			}
 			continue
 		}
+		// Into dst's next element directly: returning the increment
+		// costs more than the read. The same in decodeIncrementsProto.
 		dst = append(dst, region.Increment{})
 		if next := fastIncrement(d.s, d.i, &dst[len(dst)-1]); next > 0 {
 			d.i = next
 			continue
 		}
-		dst[len(dst)-1] = region.Increment{}
+		dst[len(dst)-1] = region.Increment{} // pin no part of the body
 		dst = dst[:len(dst)-1]
 		inc, ok := d.increment(n)
 		if !ok {

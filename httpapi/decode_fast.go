@@ -18,8 +18,8 @@ import (
 // may only accept what the general decoder accepts, with the same result,
 // and FuzzFastIncrement checks exactly that.
 
-// counterByte marks the bytes of a counter name after its first:
-// [a-z0-9_].
+// counterByte marks the bytes a counter name may hold: [a-z0-9_] (the
+// first is checked apart, by engagement.ValidCounter).
 var counterByte = func() (t [256]bool) {
 	for c := 'a'; c <= 'z'; c++ {
 		t[c] = true
@@ -96,21 +96,20 @@ stop:
 // quote.
 func fastCounter(s string, i int) (string, int, bool) {
 	start := i + 1
-	if start >= len(s) || s[start] < 'a' || s[start] > 'z' {
-		return "", 0, false
-	}
-	j := start + 1
+	j := start
 	for j < len(s) && counterByte[s[j]] {
 		j++
 	}
-	if j >= len(s) || s[j] != '"' || j-start > engagement.MaxCounterLen {
+	if j >= len(s) || s[j] != '"' || !incrementCounter(s[start:j]) {
 		return "", 0, false
 	}
-	c := s[start:j]
-	if c == engagement.CounterLike || c == engagement.CounterDislike {
-		return "", 0, false
-	}
-	return c, j + 1, true
+	return s[start:j], j + 1, true
+}
+
+// incrementCounter reports whether an increment may change counter c: a
+// valid counter name other than the two that only reactions change.
+func incrementCounter(c string) bool {
+	return engagement.ValidCounter(c) && c != engagement.CounterLike && c != engagement.CounterDislike
 }
 
 // fastDelta reads a delta at s[i]: 1 to 7 digits without a leading zero,

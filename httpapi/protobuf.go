@@ -620,15 +620,7 @@ func fastIncrementProto(s string, i int, inc *region.Increment) int {
 		return 0
 	}
 	c := m[2 : 2+int(m[1])]
-	if len(c) == 0 || len(c) > engagement.MaxCounterLen || c[0] < 'a' || c[0] > 'z' {
-		return 0
-	}
-	for k := 1; k < len(c); k++ {
-		if !counterByte[c[k]] {
-			return 0
-		}
-	}
-	if c == engagement.CounterLike || c == engagement.CounterDislike {
+	if !incrementCounter(c) {
 		return 0
 	}
 	m = m[2+len(c):]
