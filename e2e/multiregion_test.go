@@ -121,9 +121,18 @@ func localSystem(t *testing.T) (eps endpoints, dir, run string, base int, system
 }
 
 // freeBase returns a port base whose ports (local.sh's layout:
-// base..base+390) were free a moment ago.
+// base..base+390) were free a moment ago. The range lies below the
+// kernel's ephemeral ports (ip_local_port_range): a port in that range
+// that is free now can be handed to any outgoing connection (a Cassandra
+// or NATS client, curl) before local.sh binds it, which once failed CI
+// with "address already in use".
 func freeBase(t *testing.T) int {
 	t.Helper()
+	lo := ephemeralLow()
+	if lo < 10000+500 {
+		t.Fatalf("the ephemeral port range starts at %d; this test needs 500 ports between 10000 and it", lo)
+	}
+	slots := (lo - 10000 - 400) / 100
 	ports := []int{0, 1}
 	for h := 1; h <= 3; h++ {
 		ports = append(ports, 10+h, 20+h, 30+h, 40+h)
@@ -132,7 +141,7 @@ func freeBase(t *testing.T) int {
 		ports = append(ports, 100*i+1, 100*i+2, 100*i+51, 100*i+52, 100*i+80, 100*i+90)
 	}
 	for range 50 {
-		base := 20000 + rand.IntN(400)*100
+		base := 10000 + rand.IntN(slots)*100
 		free := true
 		for _, off := range ports {
 			p := base + off
@@ -149,6 +158,24 @@ func freeBase(t *testing.T) int {
 	}
 	t.Fatal("no free port range for local.sh")
 	return 0
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range,
+// 32768 (Linux's default) when /proc does not say.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
 }
 
 // redisAddrOf returns the Redis address among the system's settings.
