@@ -188,11 +188,14 @@ func (a *api) postIncrements(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pb := isProtobuf(r)
+	if !pb {
+		e = checkContentType(r)
+	}
 	var body string
-	if pb {
-		body, e = a.readBodyString(w, r)
-	} else {
-		body, e = a.readPost(w, r)
+	if e == nil {
+		// Nothing decoded from body outlives this handler: Increment and
+		// IncrementOnce keep no string of incs past the call.
+		body, e = a.readBodyTransient(w, r)
 	}
 	if e != nil {
 		if e.status == http.StatusUnsupportedMediaType {

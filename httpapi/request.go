@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/region"
@@ -204,15 +205,34 @@ func (a *api) readPost(w http.ResponseWriter, r *http.Request) (string, *apiErro
 
 // readBodyString is readPost without the Content-Type check.
 func (a *api) readBodyString(w http.ResponseWriter, r *http.Request) (string, *apiError) {
+	return a.readBodyAs(w, r, false)
+}
+
+// readBodyTransient is readBodyString, except that Server's body is not
+// copied: the string is fasthttp's request buffer itself, which fasthttp
+// reuses once the handler returns. So it is for a handler whose decoded
+// strings go only to a call whose contract says they are valid during the
+// call alone (Service.Increment, Idempotent.IncrementOnce) and to the
+// answer, written before the handler returns. It saves the body's
+// allocation and copy (a 100-increment protobuf body is ~3 KB, ~10 % of
+// the CPU of its request in memory).
+func (a *api) readBodyTransient(w http.ResponseWriter, r *http.Request) (string, *apiError) {
+	return a.readBodyAs(w, r, true)
+}
+
+func (a *api) readBodyAs(w http.ResponseWriter, r *http.Request, transient bool) (string, *apiError) {
 	if _, e := a.query(r, 0, nil); e != nil {
 		return "", e
 	}
 	if br, ok := r.Body.(*bodyReader); ok && int64(len(br.b)) <= a.cfg.MaxBodyBytes {
 		// Server's body, already read whole (and within its own limit):
-		// copied once, straight into the string.
-		s := string(br.b[br.i:])
+		// copied once, straight into the string, unless transient.
+		b := br.b[br.i:]
 		br.i = len(br.b)
-		return s, nil
+		if transient {
+			return unsafe.String(unsafe.SliceData(b), len(b)), nil
+		}
+		return string(b), nil
 	}
 	bp := a.getBuf()
 	defer a.putBuf(bp)
