@@ -214,8 +214,9 @@ func (a *api) readBodyString(w http.ResponseWriter, r *http.Request) (string, *a
 // strings go only to a call whose contract says they are valid during the
 // call alone (Service.Increment, Idempotent.IncrementOnce) and to the
 // answer, written before the handler returns. It saves the body's
-// allocation and copy (a 100-increment protobuf body is ~3 KB, ~10 % of
-// the CPU of its request in memory).
+// allocation and copy, and the write barriers of storing ids from a fresh
+// allocation while the GC runs: a 100-increment protobuf request took
+// 19.9 µs of the agent's CPU instead of 25.2 (docs/write-path.md).
 func (a *api) readBodyTransient(w http.ResponseWriter, r *http.Request) (string, *apiError) {
 	return a.readBodyAs(w, r, true)
 }
