@@ -159,6 +159,31 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TCK=$(getconf CLK_TCK)
 cpu_us() { awk -v a="$1" -v b="$2" -v n="$3" -v t="$TCK" 'BEGIN { if (n > 0) printf "%.2f", (b - a) * 1e6 / t / n; else print "nan" }'; }
+# start_agent ARGS...: a standalone edge-agent on AGENT_PORT, pinned to
+# SUT_CORE, on a fresh data directory, with ARGS; its pid in apid.
+start_agent() {
+	rm -rf "$work/data"
+	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn "$@" \
+		>"$work/agent.out" 2>"$work/agent.err" &
+	apid=$!
+	pids+=("$apid")
+	wait_http "$AGENT_PORT" /readyz
+}
+# agent_load KEY LOADGEN-ARGS...: drives the agent with loadgen and
+# records KEY_cpu_us (the agent's CPU per request), KEY_ups, KEY_rps,
+# KEY_p50_us and KEY_errors; the report stays in r and joins the run's.
+agent_load() {
+	local key=$1 t0
+	shift
+	t0=$(cpu_ticks "$apid")
+	r=$(lg "$AGENT_PORT" "$@")
+	kv "${key}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
+	echo "$r" >>"$work/runs/$run.json"
+	kv "${key}_ups" "$(json "$r" units_per_s)"
+	kv "${key}_rps" "$(json "$r" requests_per_s)"
+	kv "${key}_p50_us" "$(json "$r" p50_us)"
+	kv "${key}_errors" "$(json "$r" errors)"
+}
 
 for run in $(seq "$RUNS"); do
 	kvfile=$work/runs/$run.kv
@@ -275,60 +300,26 @@ for run in $(seq "$RUNS"); do
 	done
 
 	echo "-- $(date -u +%T) edge-agent standalone (core $SUT_CORE), default durability (fsync), driven by loadgen (core $GEN_CORE)"
-	rm -rf "$work/data"
-	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn \
-		>"$work/agent.out" 2>"$work/agent.err" &
-	apid=$!
-	pids+=("$apid")
-	wait_http "$AGENT_PORT" /readyz
+	start_agent
 	for mode in incr100 incr1; do
-		t0=$(cpu_ticks "$apid")
-		r=$(lg "$AGENT_PORT" -mode "$mode")
-		kv "ec_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
-		echo "$r" >>"$work/runs/$run.json"
-		kv "ec_${mode}_ups" "$(json "$r" units_per_s)"
-		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
-		kv "ec_${mode}_p50_us" "$(json "$r" p50_us)"
-		kv "ec_${mode}_errors" "$(json "$r" errors)"
+		agent_load "ec_$mode" -mode "$mode"
 	done
 	if [ "$HAS_BODY" = 1 ]; then # binary batches: G1's protobuf goal, G6 in protobuf
-		t0=$(cpu_ticks "$apid")
-		r=$(lg "$AGENT_PORT" -mode incr100 -body protobuf)
-		kv ec_incr100pb_cpu_us "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
-		echo "$r" >>"$work/runs/$run.json"
-		kv ec_incr100pb_ups "$(json "$r" units_per_s)"
-		kv ec_incr100pb_errors "$(json "$r" errors)"
+		agent_load ec_incr100pb -mode incr100 -body protobuf
 	fi
 	sleep 2 # one flush interval plus the rollup: the reads below hit real rows
 	for mode in get1 get16; do
-		t0=$(cpu_ticks "$apid")
-		r=$(lg "$AGENT_PORT" -mode "$mode")
-		kv "ec_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
-		echo "$r" >>"$work/runs/$run.json"
-		kv "ec_${mode}_ups" "$(json "$r" units_per_s)"
-		kv "ec_${mode}_rps" "$(json "$r" requests_per_s)"
-		kv "ec_${mode}_p50_us" "$(json "$r" p50_us)"
-		kv "ec_${mode}_errors" "$(json "$r" errors)"
+		agent_load "ec_$mode" -mode "$mode"
 		kv "ec_${mode}_wrk_rps" "$(wrk_rps "$AGENT_PORT" "$mode")"
 	done
 
 	if [ "$HAS_BODY" = 1 ]; then
-		t0=$(cpu_ticks "$apid")
-		r=$(lg "$AGENT_PORT" -mode get16 -body protobuf)
-		kv ec_get16pb_cpu_us "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
-		echo "$r" >>"$work/runs/$run.json"
-		kv ec_get16pb_ups "$(json "$r" units_per_s)"
-		kv ec_get16pb_errors "$(json "$r" errors)"
+		agent_load ec_get16pb -mode get16 -body protobuf
 		kv ec_get16pb_wrk_rps "$(wrk_rps "$AGENT_PORT" get16pb)"
 	fi
 	# One client pipelining: 16 single reads written back to back on each
 	# connection before their answers are read (answered in order).
-	t0=$(cpu_ticks "$apid")
-	r=$(lg "$AGENT_PORT" -mode get1 -pipeline 16)
-	kv ec_get1p16_cpu_us "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
-	echo "$r" >>"$work/runs/$run.json"
-	kv ec_get1p16_rps "$(json "$r" requests_per_s)"
-	kv ec_get1p16_errors "$(json "$r" errors)"
+	agent_load ec_get1p16 -mode get1 -pipeline 16
 
 	echo "-- $(date -u +%T) G10: increments per row written, Zipf 1.0 over 10^6 items, 1 s flush (exact key draws: -pool 0)"
 	inc0=$(metric edgecount_agent_increments_total)
@@ -351,23 +342,12 @@ for run in $(seq "$RUNS"); do
 	stop_pid "$apid"
 
 	echo "-- $(date -u +%T) edge-agent standalone (core $SUT_CORE), --durability none: G1 and G2 against the Redis without persistence"
-	rm -rf "$work/data"
-	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn --durability none \
-		>"$work/agent.out" 2>"$work/agent.err" &
-	apid=$!
-	pids+=("$apid")
-	wait_http "$AGENT_PORT" /readyz
-	for load in incr100 incr1 incr100pb; do
-		args=(-mode "$load")
-		[ "$load" = incr100pb ] && args=(-mode incr100 -body protobuf)
-		[ "$load" = incr100pb ] && [ "$HAS_BODY" != 1 ] && continue
-		t0=$(cpu_ticks "$apid")
-		r=$(lg "$AGENT_PORT" "${args[@]}")
-		kv "ec_none_${load}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$apid")" "$(json "$r" requests)")"
-		echo "$r" >>"$work/runs/$run.json"
-		kv "ec_none_${load}_ups" "$(json "$r" units_per_s)"
-		kv "ec_none_${load}_errors" "$(json "$r" errors)"
-	done
+	start_agent --durability none
+	agent_load ec_none_incr100 -mode incr100
+	agent_load ec_none_incr1 -mode incr1
+	if [ "$HAS_BODY" = 1 ]; then
+		agent_load ec_none_incr100pb -mode incr100 -body protobuf
+	fi
 	stop_pid "$apid"
 
 	echo "-- $(date -u +%T) counter micro-benchmarks (go test -bench, core $SUT_CORE for -cpu 1)"
@@ -406,14 +386,12 @@ for run in $(seq "$RUNS"); do
 	kv g1_memory "$(ratio "$ec_none_incr100_ups" "$redis_incr64")"
 	kv g2_durable "$(ratio "$ec_incr1_ups" "$redis_aof_incr1")"
 	kv g2_memory "$(ratio "$ec_none_incr1_ups" "$redis_incr1")"
+	kv g1_memory_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_none_incr100_cpu_us" 'BEGIN{print c / 100}')")"
+	kv g2_memory_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$ec_none_incr1_cpu_us")"
 	if [ "$HAS_BODY" = 1 ]; then
 		kv g1_protobuf_durable "$(ratio "$ec_incr100pb_ups" "$redis_aof_incr64")"
 		kv g1_protobuf_memory "$(ratio "$ec_none_incr100pb_ups" "$redis_incr64")"
 		kv g1_protobuf_memory_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_none_incr100pb_cpu_us" 'BEGIN{print c / 100}')")"
-	fi
-	kv g1_memory_cpu_bound "$(ratio "$redis_incr64_cpu_us" "$(awk -v c="$ec_none_incr100_cpu_us" 'BEGIN{print c / 100}')")"
-	kv g2_memory_cpu_bound "$(ratio "$redis_incr1_cpu_us" "$ec_none_incr1_cpu_us")"
-	if [ "$HAS_BODY" = 1 ]; then
 		kv g1_protobuf "$(ratio "$ec_incr100pb_ups" "$redis_incr64")"
 		kv g6_protobuf "$(ratio "$ec_get16pb_ups" "$redis_get16")"
 		kv ec_get16pb_wrk_ups "$(awk -v r="$ec_get16pb_wrk_rps" 'BEGIN{print 16 * r}')"
