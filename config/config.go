@@ -413,31 +413,67 @@ type Trending struct {
 	HotCoolAfter time.Duration `yaml:"hot_cool_after"`
 }
 
-// Default returns the standalone defaults.
+// Defaults that are choices of this package alone: every other default is
+// taken from the package that owns the setting.
+const (
+	defaultRegion          = "local"
+	defaultLogLevel        = "info"
+	defaultAgentHTTP       = "127.0.0.1:8080"
+	defaultAgentData       = "./data"
+	defaultShutdownTimeout = 30 * time.Second
+	defaultRollupHTTP      = "127.0.0.1:8081"
+	defaultRollupData      = "./data-rollup"
+)
+
+// Default returns the standalone defaults: the defaults above, and those of
+// region, wal, rollup and store/cassandra.
 func Default() Config {
-	cd := cassandra.DefaultConfig()
-	rd := rollup.DefaultRecountConfig()
 	return Config{
-		Region:     "local",
-		Partitions: 16,
-		LogLevel:   "info",
-		Agent: Agent{
-			HTTP: "127.0.0.1:8080", Data: "./data",
-			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second, FreshPeerTimeout: 50 * time.Millisecond, ShutdownTimeout: 30 * time.Second,
-			Durability: string(wal.Fsync), DurabilityInterval: 10 * time.Millisecond, LogMaxBytes: 1 << 30,
-			Idempotency: Idempotency{Window: region.DefaultIdempotencyConfig().Window, MaxKeys: region.DefaultIdempotencyConfig().MaxKeys},
+		Region:     defaultRegion,
+		Partitions: region.DefaultConfig(defaultRegion, "").Partitions,
+		LogLevel:   defaultLogLevel,
+		Agent:      defaultAgent(),
+		Rollup: Rollup{
+			HTTP: defaultRollupHTTP, Data: defaultRollupData, Recount: defaultRecount(),
 		},
-		Rollup: Rollup{HTTP: "127.0.0.1:8081", Data: "./data-rollup", Recount: Recount{
-			Interval: rd.Interval, StaleAfter: rd.StaleAfter, Sample: rd.Sample, Batch: rd.Batch,
-		}},
-		Cassandra: Cassandra{
-			Port: cd.Port, Keyspace: cd.Keyspace, Consistency: cd.Consistency, SerialConsistency: cd.SerialConsistency,
-			Timeout: cd.Timeout, ConnectTimeout: cd.ConnectTimeout,
-		},
-		Trending: defaultTrending(),
+		Cassandra: defaultCassandra(),
+		Trending:  defaultTrending(),
 	}
 }
 
+// defaultAgent takes the agent's defaults from region (its read cache, log
+// and idempotency keys) and wal (durability: the library's log defaults to
+// none, a process to fsync).
+func defaultAgent() Agent {
+	ad, ld, id := region.DefaultConfig(defaultRegion, ""), region.DefaultLogConfig(), region.DefaultIdempotencyConfig()
+	return Agent{
+		HTTP: defaultAgentHTTP, Data: defaultAgentData,
+		FlushInterval: ad.FlushInterval, CacheTTL: ad.CacheTTL, CacheTTLPushed: ad.CachePushedTTL,
+		FreshPeerTimeout: ad.FreshPeerTimeout, ShutdownTimeout: defaultShutdownTimeout,
+		Durability: string(wal.DefaultConfig().Durability), DurabilityInterval: ld.SyncInterval, LogMaxBytes: ld.MaxBytes,
+		Idempotency: Idempotency{Window: id.Window, MaxKeys: id.MaxKeys},
+	}
+}
+
+// defaultRecount takes the recount job's defaults from rollup; quiet,
+// count_budget and item_timeout stay zero, which RecountConfig resolves.
+func defaultRecount() Recount {
+	rd := rollup.DefaultRecountConfig()
+	return Recount{Interval: rd.Interval, StaleAfter: rd.StaleAfter, Sample: rd.Sample, Batch: rd.Batch}
+}
+
+// defaultCassandra takes the store's defaults from store/cassandra; no
+// hosts, so the embedded store is used.
+func defaultCassandra() Cassandra {
+	cd := cassandra.DefaultConfig()
+	return Cassandra{
+		Port: cd.Port, Keyspace: cd.Keyspace, Consistency: cd.Consistency, SerialConsistency: cd.SerialConsistency,
+		Timeout: cd.Timeout, ConnectTimeout: cd.ConnectTimeout,
+	}
+}
+
+// defaultTrending takes the trending defaults from region (the agents'
+// summaries) and rollup (the stored lists).
 func defaultTrending() Trending {
 	at, rt := region.DefaultTrendingConfig(), rollup.DefaultTrendingConfig(1)
 	return Trending{
