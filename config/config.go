@@ -637,13 +637,37 @@ func (c *Config) Finish(role Role) error {
 	return c.validate(role)
 }
 
+// validate lists every problem of c for role, step by step: auth, the
+// process-wide settings, the role's own, the recount and trending of a
+// process that runs a rollup, NATS, then the directory and the store.
 func (c Config) validate(role Role) error {
 	var errs []error
+	errs = append(errs, c.authErrors(role)...)
+	errs = append(errs, c.processErrors()...)
+	switch role {
+	case RoleAgent:
+		errs = append(errs, c.agentErrors()...)
+	case RoleRollup:
+		errs = append(errs, c.rollupErrors()...)
+	}
+	if role == RoleRollup || c.Standalone() {
+		errs = append(errs, c.recountErrors()...)
+		errs = append(errs, c.trendingErrors()...)
+	}
+	errs = append(errs, c.natsErrors(role)...)
+	errs = append(errs, c.directoryErrors()...)
+	errs = append(errs, c.storeErrors()...)
+	return errors.Join(errs...)
+}
+
+// authErrors checks the auth section: an API runs open only on purpose
+// (auth: none) or on the loopback address of the role's listener.
+func (c Config) authErrors(role Role) []error {
 	switch {
 	case c.Auth.Mode != "" && c.Auth.Mode != "none":
-		errs = append(errs, fmt.Errorf("auth.mode %q: want none or nothing", c.Auth.Mode))
+		return []error{fmt.Errorf("auth.mode %q: want none or nothing", c.Auth.Mode)}
 	case c.Auth.Mode == "none" && c.Auth.TokensFile != "":
-		errs = append(errs, errors.New("auth: none and auth.tokens_file contradict each other"))
+		return []error{errors.New("auth: none and auth.tokens_file contradict each other")}
 	case c.Auth.Mode == "" && c.Auth.TokensFile == "":
 		// Refused before anything listens: an open API only on loopback.
 		name, listen := "agent.http", c.Agent.HTTP
@@ -651,14 +675,16 @@ func (c Config) validate(role Role) error {
 			name, listen = "rollup.http", c.Rollup.HTTP
 		}
 		if !auth.Loopback(listen) {
-			errs = append(errs, fmt.Errorf("%s %q is not a loopback address and no token file is set: set auth.tokens_file (--auth-tokens), or auth: none to run open on purpose", name, listen))
+			return []error{fmt.Errorf("%s %q is not a loopback address and no token file is set: set auth.tokens_file (--auth-tokens), or auth: none to run open on purpose", name, listen)}
 		}
 	}
-	addr := func(name, v string) {
-		if _, _, err := net.SplitHostPort(v); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", name, v, err))
-		}
-	}
+	return nil
+}
+
+// processErrors checks what every process has: the regions and the log
+// level.
+func (c Config) processErrors() []error {
+	var errs []error
 	for _, r := range c.Regions {
 		if !engagement.ValidRegion(r) {
 			errs = append(errs, fmt.Errorf("regions: %q is not a valid region name", r))
@@ -668,121 +694,161 @@ func (c Config) validate(role Role) error {
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel))
 	}
-	tlsPair := func(name string, t TLS) {
-		if t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
-			errs = append(errs, fmt.Errorf("%s: cert_file and key_file go together (--tls-cert, --tls-key)", name))
+	return errs
+}
+
+// addrErrors checks that v, the setting name, is a host:port.
+func addrErrors(name, v string) []error {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return []error{fmt.Errorf("%s %q: %w", name, v, err)}
+	}
+	return nil
+}
+
+// pairErrors checks that t, the setting name, has both files or none.
+func (t TLS) pairErrors(name string) []error {
+	if t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
+		return []error{fmt.Errorf("%s: cert_file and key_file go together (--tls-cert, --tls-key)", name)}
+	}
+	return nil
+}
+
+// agentErrors checks an agent: its listener, the servers its mode needs,
+// the region package's configuration (each bad read or log setting
+// reported once, by field) and its gossip.
+func (c Config) agentErrors() []error {
+	var errs []error
+	errs = append(errs, addrErrors("agent.http", c.Agent.HTTP)...)
+	errs = append(errs, c.Agent.TLS.pairErrors("agent.tls")...)
+	if c.Agent.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("agent.shutdown_timeout %v: must be positive", c.Agent.ShutdownTimeout))
+	}
+	if c.Agent.NATSListen != "" {
+		errs = append(errs, addrErrors("agent.nats_listen", c.Agent.NATSListen)...)
+	}
+	if c.Standalone() {
+		if c.Agent.Data == "" {
+			errs = append(errs, errors.New("agent.data: must not be empty in standalone mode"))
+		}
+		if c.Redis.Addr != "" || len(c.Cassandra.Hosts) > 0 {
+			errs = append(errs, errors.New("nats.url: an agent using Redis or Cassandra needs an external NATS (the embedded broker is for standalone mode)"))
+		}
+	} else if len(c.Cassandra.Hosts) == 0 {
+		errs = append(errs, errors.New("cassandra.hosts: an agent on an external NATS needs Cassandra (its rollup writes there)"))
+	}
+	ac := c.AgentConfig()
+	if readErrs := c.readErrors(); len(readErrs) > 0 {
+		errs = append(errs, readErrs...)
+		d := region.DefaultConfig(c.Region, c.Agent.ID) // reported above, by field
+		ac.CacheTTL, ac.CachePushedTTL, ac.FreshPeerTimeout = d.CacheTTL, d.CachePushedTTL, d.FreshPeerTimeout
+	}
+	if logErrs := c.logErrors(); len(logErrs) > 0 {
+		errs = append(errs, logErrs...)
+		ac.Log = region.DefaultLogConfig() // reported above, by field
+		ac.Idempotency = region.DefaultIdempotencyConfig()
+	}
+	if err := ac.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("agent: %w", err))
+	}
+	return append(errs, c.gossipErrors()...)
+}
+
+// gossipErrors checks the agent's gossip, when gossip.bind turns it on.
+func (c Config) gossipErrors() []error {
+	if c.Gossip.Bind == "" {
+		return nil
+	}
+	var errs []error
+	if c.Standalone() {
+		errs = append(errs, errors.New("gossip.bind: gossip joins a region's agents; a standalone agent has none"))
+	}
+	gc, err := c.GossipConfig("")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := gc.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gossip: %w", err))
+	}
+	return errs
+}
+
+// rollupErrors checks a rollup: its listener, the broker, the partitions
+// it owns, its store and, sharing the partitions, its group.
+func (c Config) rollupErrors() []error {
+	var errs []error
+	errs = append(errs, addrErrors("rollup.http", c.Rollup.HTTP)...)
+	errs = append(errs, c.Rollup.TLS.pairErrors("rollup.tls")...)
+	if c.NATS.URL == "" {
+		errs = append(errs, errors.New("nats.url: the rollup needs an external NATS"))
+	}
+	if c.Partitions < 1 || c.Partitions > natsjs.MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions %d: want 1..%d", c.Partitions, natsjs.MaxPartitions))
+	}
+	for _, p := range c.Rollup.Owned {
+		if p < 0 || p >= c.Partitions {
+			errs = append(errs, fmt.Errorf("rollup.owned: %d is not a partition in 0..%d", p, c.Partitions-1))
 		}
 	}
-	switch role {
-	case RoleAgent:
-		addr("agent.http", c.Agent.HTTP)
-		tlsPair("agent.tls", c.Agent.TLS)
-		if c.Agent.ShutdownTimeout <= 0 {
-			errs = append(errs, fmt.Errorf("agent.shutdown_timeout %v: must be positive", c.Agent.ShutdownTimeout))
-		}
-		if c.Agent.NATSListen != "" {
-			addr("agent.nats_listen", c.Agent.NATSListen)
-		}
-		if c.Standalone() {
-			if c.Agent.Data == "" {
-				errs = append(errs, errors.New("agent.data: must not be empty in standalone mode"))
-			}
-			if c.Redis.Addr != "" || len(c.Cassandra.Hosts) > 0 {
-				errs = append(errs, errors.New("nats.url: an agent using Redis or Cassandra needs an external NATS (the embedded broker is for standalone mode)"))
-			}
-		} else if len(c.Cassandra.Hosts) == 0 {
-			errs = append(errs, errors.New("cassandra.hosts: an agent on an external NATS needs Cassandra (its rollup writes there)"))
-		}
-		ac := c.AgentConfig()
-		if readErrs := c.readErrors(); len(readErrs) > 0 {
-			errs = append(errs, readErrs...)
-			d := region.DefaultConfig(c.Region, c.Agent.ID) // reported above, by field
-			ac.CacheTTL, ac.CachePushedTTL, ac.FreshPeerTimeout = d.CacheTTL, d.CachePushedTTL, d.FreshPeerTimeout
-		}
-		if logErrs := c.logErrors(); len(logErrs) > 0 {
-			errs = append(errs, logErrs...)
-			ac.Log = region.DefaultLogConfig() // reported above, by field
-			ac.Idempotency = region.DefaultIdempotencyConfig()
-		}
-		if err := ac.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("agent: %w", err))
-		}
-		if c.Gossip.Bind != "" {
-			if c.Standalone() {
-				errs = append(errs, errors.New("gossip.bind: gossip joins a region's agents; a standalone agent has none"))
-			}
-			gc, err := c.GossipConfig("")
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if err := gc.Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("gossip: %w", err))
-			}
-		}
-	case RoleRollup:
-		addr("rollup.http", c.Rollup.HTTP)
-		tlsPair("rollup.tls", c.Rollup.TLS)
-		if c.NATS.URL == "" {
-			errs = append(errs, errors.New("nats.url: the rollup needs an external NATS"))
-		}
-		if c.Partitions < 1 || c.Partitions > natsjs.MaxPartitions {
-			errs = append(errs, fmt.Errorf("partitions %d: want 1..%d", c.Partitions, natsjs.MaxPartitions))
-		}
-		for _, p := range c.Rollup.Owned {
-			if p < 0 || p >= c.Partitions {
-				errs = append(errs, fmt.Errorf("rollup.owned: %d is not a partition in 0..%d", p, c.Partitions-1))
-			}
-		}
-		if len(c.Cassandra.Hosts) == 0 && c.Rollup.Data == "" {
-			errs = append(errs, errors.New("rollup.data: must not be empty without Cassandra"))
-		}
-		if len(c.Rollup.Owned) == 0 {
-			if err := c.GroupConfig(nil).Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("rollup: %w", err))
-			}
+	if len(c.Cassandra.Hosts) == 0 && c.Rollup.Data == "" {
+		errs = append(errs, errors.New("rollup.data: must not be empty without Cassandra"))
+	}
+	if len(c.Rollup.Owned) == 0 {
+		if err := c.GroupConfig(nil).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("rollup: %w", err))
 		}
 	}
-	if role == RoleRollup || c.Standalone() {
-		// Partitions and owned are checked above; only the settings here.
-		rcv := c.RecountConfig()
-		rcv.Partitions, rcv.Owned = 1, nil
-		if err := rcv.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("rollup.recount: %w", err))
-		}
-		if q := c.Rollup.Recount.Quiet; q != 0 && q <= c.Agent.FlushInterval {
-			errs = append(errs, fmt.Errorf("rollup.recount.quiet %v: must exceed agent.flush_interval (%v) plus the tolerated lag", q, c.Agent.FlushInterval))
-		}
+	return errs
+}
+
+// recountErrors checks the recount job's settings (partitions and owned
+// are the rollup's, checked by rollupErrors).
+func (c Config) recountErrors() []error {
+	var errs []error
+	rcv := c.RecountConfig()
+	rcv.Partitions, rcv.Owned = 1, nil
+	if err := rcv.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("rollup.recount: %w", err))
 	}
-	if role == RoleRollup || c.Standalone() {
-		if err := c.RollupTrendingConfig().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("trending: %w", err))
-		}
+	if q := c.Rollup.Recount.Quiet; q != 0 && q <= c.Agent.FlushInterval {
+		errs = append(errs, fmt.Errorf("rollup.recount.quiet %v: must exceed agent.flush_interval (%v) plus the tolerated lag", q, c.Agent.FlushInterval))
 	}
-	errs = append(errs, c.natsErrors(role)...)
-	if err := c.ConsumerConfig(nil).Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
+	return errs
+}
+
+// trendingErrors checks the rollup's trending lists.
+func (c Config) trendingErrors() []error {
+	if err := c.RollupTrendingConfig().Validate(); err != nil {
+		return []error{fmt.Errorf("trending: %w", err)}
 	}
-	if c.NATS.URL != "" {
-		if err := c.ConnConfig("check").Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("nats: %w", err))
-		}
+	return nil
+}
+
+// directoryErrors checks the Redis shard directory, when redis.addr is set.
+func (c Config) directoryErrors() []error {
+	if c.Redis.Addr == "" {
+		return nil
 	}
-	if c.Redis.Addr != "" {
-		addr("redis.addr", c.Redis.Addr)
-		if t := c.Redis.TLS; (t.CertFile == "") != (t.KeyFile == "") {
-			errs = append(errs, errors.New("redis.tls: cert_file and key_file go together"))
-		}
+	errs := addrErrors("redis.addr", c.Redis.Addr)
+	if t := c.Redis.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("redis.tls: cert_file and key_file go together"))
 	}
-	if len(c.Cassandra.Hosts) > 0 {
-		if err := c.CassandraConfig().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("cassandra: %w", err))
-		}
+	return errs
+}
+
+// storeErrors checks Cassandra, when cassandra.hosts is set.
+func (c Config) storeErrors() []error {
+	if len(c.Cassandra.Hosts) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	if err := c.CassandraConfig().Validate(); err != nil {
+		return []error{fmt.Errorf("cassandra: %w", err)}
+	}
+	return nil
 }
 
 // natsErrors checks the NATS section for role: the stream the process
-// publishes to or consumes, and the regional keys.
+// publishes to or consumes, the regional keys, the consumer and the
+// connection.
 func (c Config) natsErrors(role Role) []error {
 	var errs []error
 	if c.NATS.MaxAge < 0 {
@@ -812,6 +878,14 @@ func (c Config) natsErrors(role Role) []error {
 	if role == RoleRollup && len(c.NATS.Hub.Sources) > 0 {
 		if err := c.HubStreamConfig().Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("nats.hub: %w", err))
+		}
+	}
+	if err := c.ConsumerConfig(nil).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if c.NATS.URL != "" {
+		if err := c.ConnConfig("check").Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("nats: %w", err))
 		}
 	}
 	return errs
