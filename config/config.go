@@ -497,114 +497,6 @@ func (c *Config) LoadFile(path string) error {
 	return nil
 }
 
-// ApplyEnv applies EDGECOUNT_* variables over c and returns every bad one.
-func (c *Config) ApplyEnv(getenv func(string) string) error {
-	var errs []error
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	dur := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-			*dst = d
-		}
-	}
-	num64 := func(name string, dst *int64) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-			*dst = n
-		}
-	}
-	num := func(name string, dst *int) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-			*dst = n
-		}
-	}
-	list := func(name string, dst *[]string) {
-		if v := getenv(name); v != "" {
-			*dst = strings.Split(v, ",")
-		}
-	}
-	str("EDGECOUNT_REGION", &c.Region)
-	list("EDGECOUNT_REGIONS", &c.Regions)
-	num("EDGECOUNT_PARTITIONS", &c.Partitions)
-	str("EDGECOUNT_LOG_LEVEL", &c.LogLevel)
-	str("EDGECOUNT_HTTP", &c.Agent.HTTP)
-	str("EDGECOUNT_DATA", &c.Agent.Data)
-	str("EDGECOUNT_AGENT_ID", &c.Agent.ID)
-	dur("EDGECOUNT_FLUSH_INTERVAL", &c.Agent.FlushInterval)
-	str("EDGECOUNT_DURABILITY", &c.Agent.Durability)
-	dur("EDGECOUNT_DURABILITY_INTERVAL", &c.Agent.DurabilityInterval)
-	num64("EDGECOUNT_LOG_MAX_BYTES", &c.Agent.LogMaxBytes)
-	dur("EDGECOUNT_IDEMPOTENCY_WINDOW", &c.Agent.Idempotency.Window)
-	num("EDGECOUNT_IDEMPOTENCY_MAX_KEYS", &c.Agent.Idempotency.MaxKeys)
-	str("EDGECOUNT_ROLLUP_HTTP", &c.Rollup.HTTP)
-	str("EDGECOUNT_ROLLUP_DATA", &c.Rollup.Data)
-	dur("EDGECOUNT_RECOUNT_INTERVAL", &c.Rollup.Recount.Interval)
-	dur("EDGECOUNT_RECOUNT_STALE_AFTER", &c.Rollup.Recount.StaleAfter)
-	num("EDGECOUNT_RECOUNT_SAMPLE", &c.Rollup.Recount.Sample)
-	dur("EDGECOUNT_RECOUNT_QUIET", &c.Rollup.Recount.Quiet)
-	num("EDGECOUNT_RECOUNT_BATCH", &c.Rollup.Recount.Batch)
-	str("EDGECOUNT_NATS_URL", &c.NATS.URL)
-	str("EDGECOUNT_NATS_CREDS", &c.NATS.CredsFile)
-	str("EDGECOUNT_NATS_STREAM", &c.NATS.Stream)
-	str("EDGECOUNT_NATS_SUBJECT_PREFIX", &c.NATS.SubjectPrefix)
-	str("EDGECOUNT_NATS_DURABLE", &c.NATS.Durable)
-	dur("EDGECOUNT_NATS_ACK_WAIT", &c.NATS.AckWait)
-	str("EDGECOUNT_NATS_DOMAIN", &c.NATS.Domain)
-	dur("EDGECOUNT_NATS_MAX_AGE", &c.NATS.MaxAge)
-	num64("EDGECOUNT_NATS_MAX_BYTES", &c.NATS.MaxBytes)
-	dur("EDGECOUNT_NATS_DUPLICATE_WINDOW", &c.NATS.DuplicateWindow)
-	str("EDGECOUNT_NATS_HUB_STREAM", &c.NATS.Hub.Stream)
-	num("EDGECOUNT_NATS_HUB_REPLICAS", &c.NATS.Hub.Replicas)
-	if v := getenv("EDGECOUNT_NATS_HUB_SOURCES"); v != "" {
-		src, err := ParseHubSources(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("EDGECOUNT_NATS_HUB_SOURCES: %w", err))
-		}
-		c.NATS.Hub.Sources = src
-	}
-	str("EDGECOUNT_ROLLUP_MEMBER_ID", &c.Rollup.MemberID)
-	dur("EDGECOUNT_ROLLUP_MEMBER_TTL", &c.Rollup.MemberTTL)
-	str("EDGECOUNT_GOSSIP_BIND", &c.Gossip.Bind)
-	str("EDGECOUNT_GOSSIP_ADVERTISE", &c.Gossip.Advertise)
-	list("EDGECOUNT_GOSSIP_SEEDS", &c.Gossip.Seeds)
-	str("EDGECOUNT_GOSSIP_KEY_FILE", &c.Gossip.KeyFile)
-	str("EDGECOUNT_AUTH_TOKENS", &c.Auth.TokensFile)
-	str("EDGECOUNT_AUTH", &c.Auth.Mode)
-	str("EDGECOUNT_GOSSIP_PROFILE", &c.Gossip.Profile)
-	str("EDGECOUNT_REDIS_ADDR", &c.Redis.Addr)
-	str("EDGECOUNT_REDIS_USERNAME", &c.Redis.Username)
-	str("EDGECOUNT_REDIS_PASSWORD", &c.Redis.Password)
-	str("EDGECOUNT_REDIS_TLS_CA", &c.Redis.TLS.CAFile)
-	str("EDGECOUNT_REDIS_TLS_CERT", &c.Redis.TLS.CertFile)
-	str("EDGECOUNT_REDIS_TLS_KEY", &c.Redis.TLS.KeyFile)
-	str("EDGECOUNT_REDIS_TLS_SERVER_NAME", &c.Redis.TLS.ServerName)
-	str("EDGECOUNT_TLS_CERT", &c.Agent.TLS.CertFile)
-	str("EDGECOUNT_TLS_KEY", &c.Agent.TLS.KeyFile)
-	str("EDGECOUNT_ROLLUP_TLS_CERT", &c.Rollup.TLS.CertFile)
-	str("EDGECOUNT_ROLLUP_TLS_KEY", &c.Rollup.TLS.KeyFile)
-	list("EDGECOUNT_CASSANDRA_HOSTS", &c.Cassandra.Hosts)
-	list("EDGECOUNT_TRENDING_COUNTERS", &c.Trending.Counters)
-	str("EDGECOUNT_CASSANDRA_KEYSPACE", &c.Cassandra.Keyspace)
-	str("EDGECOUNT_CASSANDRA_LOCAL_DC", &c.Cassandra.LocalDC)
-	str("EDGECOUNT_CASSANDRA_USERNAME", &c.Cassandra.Username)
-	str("EDGECOUNT_CASSANDRA_PASSWORD", &c.Cassandra.Password)
-	return errors.Join(errs...)
-}
-
 // Role says which process a configuration is validated for.
 type Role int
 
@@ -613,6 +505,14 @@ const (
 	RoleAgent Role = iota
 	RoleRollup
 )
+
+// String returns the command that runs the process: edge-agent or rollup.
+func (r Role) String() string {
+	if r == RoleRollup {
+		return "rollup"
+	}
+	return "edge-agent"
+}
 
 // Finish fills derived defaults (agent id, the own region in Regions) and
 // validates c for role, listing every problem. Without a configured agent
