@@ -119,9 +119,9 @@ func (s Setting) Usage() string {
 	return s.Meaning + " (" + strings.Join(notes, "; ") + ")"
 }
 
-// Settings returns every setting, in the order ApplyEnv applies them: the
-// order of the YAML schema, but for rollup.member_id and member_ttl, which
-// follow the nats section.
+// Settings returns every setting, in the order ApplyEnv and the commands
+// apply them: the order of the YAML schema, but for rollup.owned,
+// member_id and member_ttl, which follow the nats section.
 func Settings() []Setting { return slices.Clone(settings) }
 
 // ApplyEnv applies EDGECOUNT_* variables over c and returns every bad one.
@@ -173,7 +173,7 @@ var settings = []Setting{
 		Meaning: "counter flush `interval`: how often counters are flushed to the broker",
 		field:   durationField(func(c *Config) *time.Duration { return &c.Agent.FlushInterval })},
 	{Key: "agent.durability", Env: "EDGECOUNT_DURABILITY", Flag: "durability", FlagRoles: agentFlag,
-		Meaning: "when a write is acknowledged: `mode` fsync (after an fsync of the agent's log), interval (after the write) or none (memory only until flushed)",
+		Meaning: "when a write is acknowledged: `fsync` (after an fsync of the agent's log), interval (after the write) or none (memory only until flushed)",
 		field:   stringField(func(c *Config) *string { return &c.Agent.Durability })},
 	{Key: "agent.durability_interval", Env: "EDGECOUNT_DURABILITY_INTERVAL",
 		Meaning: "how often the log is fsynced with durability interval",
@@ -217,10 +217,6 @@ var settings = []Setting{
 	{Key: "rollup.data", Env: "EDGECOUNT_ROLLUP_DATA", Flag: "data", FlagRoles: rollupFlag,
 		Meaning: "embedded store `directory` when no Cassandra is configured",
 		field:   stringField(func(c *Config) *string { return &c.Rollup.Data })},
-	{Key: "rollup.owned", Flag: "owned", FlagRoles: rollupFlag,
-		Meaning: "comma-separated `partitions` this process consumes alone",
-		field:   partitionsField(func(c *Config) *[]int { return &c.Rollup.Owned }),
-		unset:   describe("none: share every partition with the other rollups")},
 	{Key: "rollup.recount.interval", Env: "EDGECOUNT_RECOUNT_INTERVAL",
 		Meaning: "time between recount passes; 0: on demand only",
 		field:   durationField(func(c *Config) *time.Duration { return &c.Rollup.Recount.Interval })},
@@ -260,9 +256,9 @@ var settings = []Setting{
 		field:   stringField(func(c *Config) *string { return &c.Rollup.TLS.KeyFile })},
 
 	{Key: "nats.url", Env: "EDGECOUNT_NATS_URL", Flag: "nats", FlagRoles: everyFlag,
-		Meaning: "NATS `url`: the region's own server, or the system's one broker",
+		Meaning: "NATS `url`: the region's own server (agents), the hub (rollups), or the system's one broker",
 		field:   stringField(func(c *Config) *string { return &c.NATS.URL }),
-		unset:   describe("none: the embedded broker (standalone agent)")},
+		unset:   describe("none: the embedded broker, standalone agent only")},
 	{Key: "nats.stream", Env: "EDGECOUNT_NATS_STREAM",
 		Meaning: "name of the partial-sum stream; several systems may share a server under different names",
 		field:   stringField(func(c *Config) *string { return &c.NATS.Stream }),
@@ -326,7 +322,12 @@ var settings = []Setting{
 		Meaning: "the regions' streams the hub stream sources: comma-separated `region=domain[/stream]` (YAML: a list of {region, domain, stream})",
 		field:   hubSourcesField(func(c *Config) *[]HubSource { return &c.NATS.Hub.Sources }),
 		unset:   describe("none: the rollups consume nats.stream on one broker")},
-	// The rollups' group on the broker (natsjs.GroupConfig).
+	// The partitions a rollup consumes: owned alone, or shared with the
+	// other rollups in a group on the broker (natsjs.GroupConfig).
+	{Key: "rollup.owned", Flag: "owned", FlagRoles: rollupFlag,
+		Meaning: "comma-separated `partitions` this process consumes alone",
+		field:   partitionsField(func(c *Config) *[]int { return &c.Rollup.Owned }),
+		unset:   describe("none: share every partition with the other rollups")},
 	{Key: "rollup.member_id", Env: "EDGECOUNT_ROLLUP_MEMBER_ID",
 		Meaning: "name of this rollup among those sharing the partitions",
 		field:   stringField(func(c *Config) *string { return &c.Rollup.MemberID }),

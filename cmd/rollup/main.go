@@ -14,15 +14,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,44 +38,9 @@ func main() { cli.Main("rollup", run) }
 
 // loadConfig builds the configuration from defaults, the --config file,
 // EDGECOUNT_* variables and flags (weakest first), listing every problem.
+// The flags are the rollup's settings in config.Settings.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
-	return cli.LoadConfig("rollup", config.RoleRollup, args, getenv, stderr, func(fs *flag.FlagSet) func(*config.Config) error {
-		httpAddr := fs.String("http", "", "HTTP `address` for /healthz, /readyz, /metrics (default 127.0.0.1:8081; env EDGECOUNT_ROLLUP_HTTP)")
-		data := fs.String("data", "", "embedded store `directory` when no Cassandra is configured (env EDGECOUNT_ROLLUP_DATA)")
-		natsURL := fs.String("nats", "", "NATS `url` (env EDGECOUNT_NATS_URL)")
-		owned := fs.String("owned", "", "comma-separated `partitions` this instance consumes (default: all)")
-		sources := fs.String("nats-hub-sources", "", "the regions' streams the hub stream sources: comma-separated `region=domain[/stream]` (env EDGECOUNT_NATS_HUB_SOURCES)")
-		replicas := fs.Int("nats-hub-replicas", 0, "replicas of the hub stream (default 3; env EDGECOUNT_NATS_HUB_REPLICAS)")
-		return func(cfg *config.Config) error {
-			cli.Override(&cfg.Rollup.HTTP, *httpAddr)
-			cli.Override(&cfg.Rollup.Data, *data)
-			cli.Override(&cfg.NATS.URL, *natsURL)
-			var errs []error
-			if *sources != "" {
-				src, err := config.ParseHubSources(*sources)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("nats-hub-sources: %w", err))
-				}
-				cfg.NATS.Hub.Sources = src
-			}
-			if *replicas != 0 {
-				cfg.NATS.Hub.Replicas = *replicas
-			}
-			if *owned == "" {
-				return errors.Join(errs...)
-			}
-			cfg.Rollup.Owned = nil
-			for _, f := range strings.Split(*owned, ",") {
-				p, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil {
-					errs = append(errs, fmt.Errorf("owned: %q is not a number", f))
-					continue
-				}
-				cfg.Rollup.Owned = append(cfg.Rollup.Owned, p)
-			}
-			return errors.Join(errs...)
-		}
-	})
+	return cli.LoadConfig("rollup", config.RoleRollup, args, getenv, stderr)
 }
 
 // rollupStore is what the rollup process needs of a store.

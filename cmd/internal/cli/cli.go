@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -48,25 +49,22 @@ func StartFailed(ctx context.Context, logger *slog.Logger, err error) error {
 	return err
 }
 
-// Flags are a command's own flags: Bind defines them on fs; the function it
-// returns applies the ones given to the configuration, after the file and
-// the environment, and returns what is wrong with them.
-type Flags func(fs *flag.FlagSet) (apply func(cfg *config.Config) error)
-
 // LoadConfig builds the configuration of command name in role from the
 // defaults, the --config file, EDGECOUNT_* variables and flags (weakest
-// first): --config and --log-level, which every command has, and those of
-// flags. It validates the result and lists every problem.
-func LoadConfig(name string, role config.Role, args []string, getenv func(string) string, stderr io.Writer, flags Flags) (config.Config, error) {
+// first): --config, and a flag for every setting of config.Settings that
+// role's command has, with its usage from there. It validates the result
+// and lists every problem.
+func LoadConfig(name string, role config.Role, args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
 	cfg := config.Default()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("EDGECOUNT_CONFIG"), "YAML configuration `file`, e.g. deploy/regions/us-east.yaml (env EDGECOUNT_CONFIG)")
-	level := fs.String("log-level", "", "log `level`: debug, info, warn, error (env EDGECOUNT_LOG_LEVEL)")
-	tokens := fs.String("auth-tokens", "", "bearer token `file` (TOKEN SCOPE[,SCOPE…] [NAME] a line), reloaded on SIGHUP (env EDGECOUNT_AUTH_TOKENS)")
-	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (PEM; reloaded on SIGHUP; env EDGECOUNT_TLS_CERT, rollup EDGECOUNT_ROLLUP_TLS_CERT)")
-	tlsKey := fs.String("tls-key", "", "the certificate's key `file` (PEM; env EDGECOUNT_TLS_KEY, rollup EDGECOUNT_ROLLUP_TLS_KEY)")
-	apply := flags(fs)
+	var flags []func(*config.Config) error
+	for _, s := range config.Settings() {
+		if s.HasFlag(role) {
+			flags = append(flags, defineFlag(fs, s))
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -79,24 +77,38 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 		}
 	}
 	envErr := cfg.ApplyEnv(getenv)
-	Override(&cfg.LogLevel, *level)
-	Override(&cfg.Auth.TokensFile, *tokens)
-	listenerTLS := &cfg.Agent.TLS
-	if role == config.RoleRollup {
-		listenerTLS = &cfg.Rollup.TLS
+	var flagErrs []error
+	for _, apply := range flags {
+		flagErrs = append(flagErrs, apply(&cfg))
 	}
-	Override(&listenerTLS.CertFile, *tlsCert)
-	Override(&listenerTLS.KeyFile, *tlsKey)
-	flagErr := apply(&cfg)
-	return cfg, errors.Join(envErr, flagErr, cfg.Finish(role))
+	return cfg, errors.Join(envErr, errors.Join(flagErrs...), cfg.Finish(role))
 }
 
-// Override sets *dst to v if v is not empty: a flag given wins over the
-// file and the environment.
-func Override(dst *string, v string) {
-	if v != "" {
-		*dst = v
+// defineFlag defines s's flag on fs and returns what applies it. A
+// duration or an integer is parsed by package flag, so a malformed one
+// fails the parse; any other value is parsed when applied, with every other
+// problem. A flag left at its zero value ("", 0) leaves the setting as the
+// file and the environment made it.
+func defineFlag(fs *flag.FlagSet, s config.Setting) (apply func(*config.Config) error) {
+	switch s.Kind() {
+	case config.KindDuration:
+		d := fs.Duration(s.Flag, 0, s.Usage())
+		return func(c *config.Config) error { return setGiven(c, s, *d != 0, d.String()) }
+	case config.KindInt:
+		n := fs.Int(s.Flag, 0, s.Usage())
+		return func(c *config.Config) error { return setGiven(c, s, *n != 0, strconv.Itoa(*n)) }
+	default:
+		v := fs.String(s.Flag, "", s.Usage())
+		return func(c *config.Config) error { return setGiven(c, s, *v != "", *v) }
 	}
+}
+
+// setGiven sets s in c to v if the flag was given a value.
+func setGiven(c *config.Config, s config.Setting, given bool, v string) error {
+	if !given {
+		return nil
+	}
+	return s.Set(c, s.Flag, v)
 }
 
 // Logger returns the process logger: text lines on w at the configured

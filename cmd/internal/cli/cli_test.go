@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 )
 
 func TestLoadConfig(t *testing.T) {
-	none := func(*flag.FlagSet) func(*config.Config) error { return func(*config.Config) error { return nil } }
 	env := func(k string) string { return map[string]string{"EDGECOUNT_LOG_LEVEL": "warn"}[k] }
 	tests := []struct {
 		name      string
@@ -26,7 +24,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := LoadConfig("test", config.RoleAgent, tt.args, env, io.Discard, none)
+			cfg, err := LoadConfig("test", config.RoleAgent, tt.args, env, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("LoadConfig(%q) error = %v, want one containing %q", tt.args, err, tt.wantErr)
@@ -46,17 +44,8 @@ func TestLoadConfig(t *testing.T) {
 // TestLoadConfigListsEveryProblem: a bad flag value of the command's own and
 // a bad environment variable are both reported.
 func TestLoadConfigListsEveryProblem(t *testing.T) {
-	own := func(fs *flag.FlagSet) func(*config.Config) error {
-		v := fs.String("owned", "", "")
-		return func(*config.Config) error {
-			if *v == "x" {
-				return errMsg("owned: \"x\" is not a number")
-			}
-			return nil
-		}
-	}
 	env := func(k string) string { return map[string]string{"EDGECOUNT_RECOUNT_BATCH": "many"}[k] }
-	_, err := LoadConfig("test", config.RoleRollup, []string{"--owned", "x"}, env, io.Discard, own)
+	_, err := LoadConfig("test", config.RoleRollup, []string{"--owned", "x"}, env, io.Discard)
 	for _, want := range []string{`owned: "x"`, "EDGECOUNT_RECOUNT_BATCH"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("LoadConfig error = %v, want one containing %q", err, want)
@@ -64,17 +53,12 @@ func TestLoadConfigListsEveryProblem(t *testing.T) {
 	}
 }
 
-type errMsg string
-
-func (e errMsg) Error() string { return string(e) }
-
 // TestLoadConfigTLS: --tls-cert and --tls-key set the certificate of the
 // command's own listener: agent.tls for an agent, rollup.tls for a rollup.
 func TestLoadConfigTLS(t *testing.T) {
-	none := func(*flag.FlagSet) func(*config.Config) error { return func(*config.Config) error { return nil } }
 	env := func(string) string { return "" }
 	args := []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem"}
-	cfg, err := LoadConfig("test", config.RoleAgent, args, env, io.Discard, none)
+	cfg, err := LoadConfig("test", config.RoleAgent, args, env, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +66,7 @@ func TestLoadConfigTLS(t *testing.T) {
 		t.Errorf("agent: agent.tls %+v, rollup.tls %+v; want the flags in agent.tls only", cfg.Agent.TLS, cfg.Rollup.TLS)
 	}
 	rollupEnv := func(k string) string { return map[string]string{"EDGECOUNT_NATS_URL": "nats://127.0.0.1:4222"}[k] }
-	cfg, err = LoadConfig("test", config.RoleRollup, args, rollupEnv, io.Discard, none)
+	cfg, err = LoadConfig("test", config.RoleRollup, args, rollupEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
