@@ -182,7 +182,7 @@ type Gossip struct {
 	// Seeds are host:port addresses of the region's agents.
 	Seeds []string `yaml:"seeds"`
 	// KeyFile holds the gossip keys: one base64 key per line, the first
-	// encrypts (see README, "Gossip keys").
+	// encrypts (see docs/configuration.md, "Gossip keys").
 	KeyFile string `yaml:"key_file"`
 	// AllowPlaintext permits gossip without a key file (tests only).
 	AllowPlaintext bool `yaml:"allow_plaintext"`
