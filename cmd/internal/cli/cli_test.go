@@ -74,3 +74,46 @@ func TestLoadConfigTLS(t *testing.T) {
 		t.Errorf("rollup: rollup.tls %+v, agent.tls %+v; want the flags in rollup.tls only", cfg.Rollup.TLS, cfg.Agent.TLS)
 	}
 }
+
+// TestLoadConfigFlagsFromTable: every setting with a flag for a role is a
+// flag of that role's command, documented by its usage, and sets its
+// setting over the environment.
+func TestLoadConfigFlagsFromTable(t *testing.T) {
+	samples := map[config.Kind]string{
+		config.KindString: "x-1", config.KindDuration: "1m30s", config.KindInt: "7",
+		config.KindPartitions: "0,3", config.KindHubSources: "us=us,eu=eu/E",
+	}
+	for _, role := range []config.Role{config.RoleAgent, config.RoleRollup} {
+		var help strings.Builder
+		if _, err := LoadConfig(role.String(), role, []string{"-h"}, func(string) string { return "" }, &help); err == nil {
+			t.Fatalf("%v -h: no error", role)
+		}
+		n := 0
+		for _, s := range config.Settings() {
+			if !s.HasFlag(role) {
+				continue
+			}
+			n++
+			if !strings.Contains(help.String(), "-"+s.Flag) || !strings.Contains(help.String(), s.Env) {
+				t.Errorf("%v help does not show -%s with %s:\n%s", role, s.Flag, s.Env, help.String())
+			}
+			v, ok := samples[s.Kind()]
+			if !ok {
+				t.Fatalf("%s: no sample for kind %v", s.Key, s.Kind())
+			}
+			env := func(k string) string {
+				if k == s.Env {
+					return "from-env"
+				}
+				return ""
+			}
+			cfg, _ := LoadConfig(role.String(), role, []string{"--" + s.Flag, v}, env, io.Discard) // the samples need not validate
+			if got := s.Get(&cfg); got != v {
+				t.Errorf("%v --%s %s: %s = %q", role, s.Flag, v, s.Key, got)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%v has no flags from the table", role)
+		}
+	}
+}
