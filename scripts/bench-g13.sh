@@ -36,7 +36,7 @@ case " $CONNS " in *" $G13_CONNS "*) ;; *) CONNS="$CONNS $G13_CONNS" ;; esac
 work=.cache/bench-g13
 mkdir -p "$work/bin"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 echo "g13_loadavg_before=$(cut -d' ' -f1 /proc/loadavg)"
 
 pids=()

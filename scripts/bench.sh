@@ -4,7 +4,7 @@
 # within one run (the peer measured in the same run), then the median and
 # the spread (min–max) over the runs.
 #
-#   G1, G2, G5, G6  the HTTP API (standalone edge-agent, cmd/loadgen; G1 and G6
+#   G1, G2, G5, G6  the HTTP API (standalone edge-agent, tools/loadgen; G1 and G6
 #                   also with -body protobuf once loadgen has it) ÷ Redis
 #                   (a private redis-server, redis-benchmark; G1 and G2 also
 #                   against a Redis with appendfsync always, like for like
@@ -72,11 +72,11 @@ done
 # The tree the binaries are built from (a later edit must not be credited).
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo " with local changes")"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 go build -o "$work/bin/floor" ./cmd/floor
 go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
 go test -c -o "$work/bin/region.test" ./region/
-# Binary batches when loadgen has them (-body protobuf, cmd/loadgen/wire.go).
+# Binary batches when loadgen has them (-body protobuf, tools/loadgen/wire.go).
 HAS_BODY=0
 lg_help=$("$work/bin/loadgen" -h 2>&1 || true) # not a pipe into grep -q: pipefail would see loadgen's SIGPIPE
 [[ $lg_help == *-body* ]] && HAS_BODY=1

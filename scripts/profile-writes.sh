@@ -38,7 +38,7 @@ REDIS_N=${REDIS_N:-300000}
 work=.cache/profile-writes
 mkdir -p "$work/bin"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
 HAS_PERF=0
 if command -v perf >/dev/null && perf record -o /dev/null -- true >/dev/null 2>&1; then HAS_PERF=1; fi

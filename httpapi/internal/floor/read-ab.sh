@@ -48,7 +48,7 @@ summary() {
 if [ "${SUMMARY_ONLY:-}" = 1 ]; then summary; exit 0; fi # of the last run
 rm -rf "$work" && mkdir -p "$work/bin" "$work/base"
 go build -o "$work/bin/floor" ./httpapi/internal/floor
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 git archive "$BASE" | tar -x -C "$work/base"
 (cd "$work/base" && go build -o ../bin/edge-agent-base ./cmd/edge-agent)
