@@ -12,8 +12,8 @@
 #                   --durability none against Redis in memory); G5 and G6 also
 #                   driven by wrk (scripts/wrk/counts.lua); ÷ the agent's own
 #                   server path with a handler that does no work (the bound
-#                   of G5 and G6: httpapi/internal/floor -mode server); ÷ the floor
-#                   (cmd/floor: a bare read/write loop answering a fixed
+#                   of G5 and G6: tools/floor -mode server); ÷ the floor
+#                   (tools/floor -mode fixed: a bare read/write loop answering a fixed
 #                   response, the most any Go HTTP server reaches here)
 #   G3, G4          counter micro-benchmarks (go test -bench ./region/)
 #   G10             increments per row written, Zipf 1.0 over 10^6 items,
@@ -80,8 +80,7 @@ done
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo " with local changes")"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
-go build -o "$work/bin/floor" ./cmd/floor
-go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
+go build -C tools -o "$PWD/$work/bin/floor" ./floor
 go test -c -o "$work/bin/region.test" ./region/
 # Binary batches when loadgen has them (-body protobuf, tools/loadgen/wire.go).
 HAS_BODY=0
@@ -248,8 +247,8 @@ for run in $(seq "$RUNS"); do
 	stop_pid "$rpid"
 	rm -rf "$work/redis-aof"
 
-	echo "-- $(date -u +%T) floor (cmd/floor, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
-	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -lifetime 10m >/dev/null &
+	echo "-- $(date -u +%T) floor (tools/floor -mode fixed, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
+	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode fixed -lifetime 10m >/dev/null &
 	fpid=$!
 	pids+=("$fpid")
 	wait_http "$FLOOR_PORT" /
@@ -265,8 +264,8 @@ for run in $(seq "$RUNS"); do
 	kv floor_get1p16_rps "$(json "$(lg "$FLOOR_PORT" -mode get1 -pipeline 16)" requests_per_s)"
 	stop_pid "$fpid"
 
-	echo "-- $(date -u +%T) fasthttp with a trivial handler (httpapi/internal/floor -mode fasthttp, core $SUT_CORE): the most a server on fasthttp reaches"
-	taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$FLOOR_PORT" -mode fasthttp >/dev/null 2>&1 &
+	echo "-- $(date -u +%T) fasthttp with a trivial handler (tools/floor -mode fasthttp, core $SUT_CORE): the most a server on fasthttp reaches"
+	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1 &
 	fpid=$!
 	pids+=("$fpid")
 	wait_http "$FLOOR_PORT" /
@@ -286,11 +285,11 @@ for run in $(seq "$RUNS"); do
 	# with the least work a read can do (-mode lookup: the ids cut from the
 	# request, looked up in a Go map of answers encoded beforehand, copied).
 	for fmode in server lookup; do
-		echo "-- $(date -u +%T) httpapi.Server, $fmode handler (httpapi/internal/floor -mode $fmode, core $SUT_CORE), by loadgen and wrk"
+		echo "-- $(date -u +%T) httpapi.Server, $fmode handler (tools/floor -mode $fmode, core $SUT_CORE), by loadgen and wrk"
 		for rows in 1 16; do
 			mode=get1
 			[ "$rows" = 16 ] && mode=get16
-			taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$FLOOR_PORT" -mode "$fmode" -rows "$rows" >/dev/null 2>&1 &
+			taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode "$fmode" -rows "$rows" -lifetime 1h >/dev/null 2>&1 &
 			fpid=$!
 			pids+=("$fpid")
 			wait_http "$FLOOR_PORT" /

@@ -11,7 +11,7 @@
 # sensitive to other load on the machine than requests/s.
 #
 #   redis      redis-server under redis-benchmark INCR (50 clients; -P 64)
-#   fasthttp   httpapi/internal/floor -mode fasthttp: a trivial handler
+#   fasthttp   tools/floor -mode fasthttp: a trivial handler
 #   agent      edge-agent --durability fsync (default) and none, loadgen
 #              -mode incr1, incr100 and incr100 -body protobuf
 #
@@ -40,7 +40,7 @@ mkdir -p "$work/bin"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 go build -C tools -o "$PWD/$work/bin/benchreport" ./benchreport
-go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
+go build -C tools -o "$PWD/$work/bin/floor" ./floor
 HAS_PERF=0
 if command -v perf >/dev/null && perf record -o /dev/null -- true >/dev/null 2>&1; then HAS_PERF=1; fi
 echo "loadavg_before=$(cut -d' ' -f1 /proc/loadavg)"
@@ -74,7 +74,7 @@ kill "$rpid"
 wait "$rpid" 2>/dev/null || true
 
 # fasthttp with a trivial handler: what the server path alone costs.
-taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$PORT" -mode fasthttp >/dev/null 2>&1 &
+taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1 &
 fpid=$!
 pids+=("$fpid")
 wait_http "$PORT" /

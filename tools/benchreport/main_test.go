@@ -17,7 +17,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.md from the renderer
 // TestRenderGolden renders each testdata/*.json and compares it with the
 // Markdown beside it. busy.json was reconstructed from BENCHMARKS.md of the
 // 2026-12-06 15:04 run (three runs: each figure's min, median and max, one
-// g5 value set just under the 1.20 it shows); its render is that file.
+// g5 value set just under the 1.20 it shows); its render is that file, but
+// for the paths of the tools that moved to tools/ since.
 // quick.json is one -quick run without protobuf rows or G13, with a wrk
 // load that saw errors (null figures), on a quiet machine.
 func TestRenderGolden(t *testing.T) {
