@@ -66,9 +66,7 @@ var modes = map[string]func(ctx context.Context, ln net.Listener, a answer) erro
 	"nethttp":  serveNetHTTP,
 	"fasthttp": serveFasthttp,
 	"server":   serveServer,
-	"lookup": func(ctx context.Context, ln net.Listener, _ answer) error {
-		return serveLookup(ctx, ln)
-	},
+	"lookup":   serveLookup,
 }
 
 // modeNames lists modes' names, sorted.

@@ -58,7 +58,7 @@ func serveServer(ctx context.Context, ln net.Listener, a answer) error {
 }
 
 // serveLookup is -mode lookup: httpapi.Server with lookupHandler, the
-// least read on the agent's server path.
-func serveLookup(ctx context.Context, ln net.Listener) error {
+// least read on the agent's server path (whatever -rows).
+func serveLookup(ctx context.Context, ln net.Listener, _ answer) error {
 	return serveUntil(ctx, ln, httpapi.NewServer(lookupHandler(), httpapi.ServerConfig{}).Serve)
 }
