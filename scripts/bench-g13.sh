@@ -36,7 +36,8 @@ case " $CONNS " in *" $G13_CONNS "*) ;; *) CONNS="$CONNS $G13_CONNS" ;; esac
 work=.cache/bench-g13
 mkdir -p "$work/bin"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
+go build -C tools -o "$PWD/$work/bin/benchreport" ./benchreport
 echo "g13_loadavg_before=$(cut -d' ' -f1 /proc/loadavg)"
 
 pids=()
@@ -55,7 +56,7 @@ for port in $port_fsync $port_none; do
   curl -fsS "127.0.0.1:$port/readyz" >/dev/null
 done
 
-json() { sed -E "s/.*\"$2\":([0-9.e+]+).*/\1/" <<<"$1"; }
+json() { "$work/bin/benchreport" get "$2" <<<"$1"; } # json REPORT KEY: KEY's value in loadgen's REPORT
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 lg() { taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$1" -mode "$2" -duration "$DURATION" -conns "$3"; }
 # Two figures less sensitive to other load on the machine than req/s: the

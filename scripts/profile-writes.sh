@@ -11,7 +11,7 @@
 # sensitive to other load on the machine than requests/s.
 #
 #   redis      redis-server under redis-benchmark INCR (50 clients; -P 64)
-#   fasthttp   httpapi/internal/floor -mode fasthttp: a trivial handler
+#   fasthttp   tools/floor -mode fasthttp: a trivial handler
 #   agent      edge-agent --durability fsync (default) and none, loadgen
 #              -mode incr1, incr100 and incr100 -body protobuf
 #
@@ -38,8 +38,9 @@ REDIS_N=${REDIS_N:-300000}
 work=.cache/profile-writes
 mkdir -p "$work/bin"
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -o "$work/bin/loadgen" ./cmd/loadgen
-go build -o "$work/bin/floor-servers" ./httpapi/internal/floor
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
+go build -C tools -o "$PWD/$work/bin/benchreport" ./benchreport
+go build -C tools -o "$PWD/$work/bin/floor" ./floor
 HAS_PERF=0
 if command -v perf >/dev/null && perf record -o /dev/null -- true >/dev/null 2>&1; then HAS_PERF=1; fi
 echo "loadavg_before=$(cut -d' ' -f1 /proc/loadavg)"
@@ -50,7 +51,7 @@ trap cleanup EXIT
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 per_req() { awk -v a="$1" -v b="$2" -v n="$3" -v t="$tck" 'BEGIN { if (n > 0) printf "%.1f", (b - a) * 1e6 / t / n; else print "nan" }'; }
-json() { sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/" <<<"$1"; }
+json() { "$work/bin/benchreport" get "$2" <<<"$1"; } # json REPORT KEY: KEY's value in loadgen's REPORT
 wait_http() { for _ in $(seq 200); do curl -fsS "127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 lg() { taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$PORT" -duration "$DURATION" -conns "$CONNS" "$@"; }
 
@@ -73,7 +74,7 @@ kill "$rpid"
 wait "$rpid" 2>/dev/null || true
 
 # fasthttp with a trivial handler: what the server path alone costs.
-taskset -c "$SUT_CORE" "$work/bin/floor-servers" -addr "127.0.0.1:$PORT" -mode fasthttp >/dev/null 2>&1 &
+taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1 &
 fpid=$!
 pids+=("$fpid")
 wait_http "$PORT" /

@@ -18,7 +18,7 @@ import (
 //	go test ./topk -run '^$' -bench . -benchmem
 //
 // G8 = ns/op of Add/zipf-S ÷ ns/op of MapIncrement/zipf-S. The full
-// accuracy and speed report is `go run ./cmd/topk-report`.
+// accuracy and speed report is `go run -C tools ./topk-report`.
 
 const (
 	benchItems  = 1_000_000

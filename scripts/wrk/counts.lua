@@ -1,4 +1,4 @@
--- wrk script for count reads, used by scripts/bench.sh beside cmd/loadgen
+-- wrk script for count reads, used by scripts/bench.sh beside tools/loadgen
 -- (a C client with one event loop, like redis-benchmark):
 --   IDS=1   GET /v1/counts/item-K
 --   IDS=16  GET /v1/counts?content_id=item-K&… with 16 ids

@@ -413,7 +413,8 @@ func TestProgressLine(t *testing.T) {
 }
 
 // agentBinary builds cmd/edge-agent once for the tests that drive a real
-// agent.
+// agent, in the service's own module (the repository root, two levels up
+// from this package's directory), with that module's dependencies.
 var agentBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "loadgen-test")
 	if err != nil {
@@ -421,7 +422,9 @@ var agentBinary = sync.OnceValues(func() (string, error) {
 	}
 	bin := filepath.Join(dir, "edge-agent")
 	binBuilt.Store(true)
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/edgecount/edgecount/cmd/edge-agent").CombinedOutput()
+	build := exec.Command("go", "build", "-o", bin, "./cmd/edge-agent")
+	build.Dir = filepath.Join("..", "..")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		return "", &buildError{err, out}
 	}

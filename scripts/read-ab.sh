@@ -8,12 +8,12 @@
 # Prints each round's figures and the median (min-max) over $ROUNDS rounds
 # of every figure and ratio.
 #
-#   httpapi/internal/floor/read-ab.sh                  # ~3 minutes
-#   ROUNDS=1 DURATION=3s BASE=main httpapi/internal/floor/read-ab.sh
+#   scripts/read-ab.sh                  # ~3 minutes
+#   ROUNDS=1 DURATION=3s BASE=main scripts/read-ab.sh
 #   PERF=1 ...   also records perf profiles of this tree's agent
-#   SUMMARY_ONLY=1 httpapi/internal/floor/read-ab.sh   # the last run's table again
+#   SUMMARY_ONLY=1 scripts/read-ab.sh   # the last run's table again
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
@@ -47,8 +47,8 @@ summary() {
 }
 if [ "${SUMMARY_ONLY:-}" = 1 ]; then summary; exit 0; fi # of the last run
 rm -rf "$work" && mkdir -p "$work/bin" "$work/base"
-go build -o "$work/bin/floor" ./httpapi/internal/floor
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/floor" ./floor
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 git archive "$BASE" | tar -x -C "$work/base"
 (cd "$work/base" && go build -o ../bin/edge-agent-base ./cmd/edge-agent)
@@ -58,7 +58,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 sut() { taskset -c "$SUT_CORE" "$@" & pids+=($!); }
 sut redis-server --port 16379 --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1
-sut "$work/bin/floor" -addr 127.0.0.1:18293 -mode fasthttp
+sut "$work/bin/floor" -addr 127.0.0.1:18293 -mode fasthttp -lifetime 1h
 sut "$work/bin/edge-agent" --data "$work/data-new" --http 127.0.0.1:18280 --log-level warn
 newpid=$!
 sut "$work/bin/edge-agent-base" --data "$work/data-base" --http 127.0.0.1:18281 --log-level warn

@@ -3,8 +3,8 @@
 // memory per live counter, memory per warm count (a total held by the read
 // cache) and the time of one flush that drains them all.
 //
-//	go run ./cmd/scale -n 1000000            # one size, one line of JSON
-//	go run ./cmd/scale -png docs/scale.png   # 10^4..10^7, each in a fresh process; table on stdout
+//	go run -C tools ./scale -n 1000000               # one size, one line of JSON
+//	go run -C tools ./scale -png ../docs/scale.png   # 10^4..10^7, each in a fresh process; table on stdout
 //
 // One size runs a real region.Agent in this process (durability none, the
 // default trending summaries, no hot rule): it adds one increment to each

@@ -8,10 +8,10 @@
 # ratios are taken within the round. It prints each round's figures and the
 # median (min-max) of every figure and ratio over $ROUNDS rounds.
 #
-#   httpapi/internal/floor/measure.sh                 # ~6 minutes
-#   ROUNDS=1 DURATION=3s BASE=8e444db httpapi/internal/floor/measure.sh
+#   scripts/measure-server-path.sh                 # ~6 minutes
+#   ROUNDS=1 DURATION=3s BASE=8e444db scripts/measure-server-path.sh
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
@@ -20,8 +20,8 @@ GEN_CORE=${GEN_CORE:-0}
 BASE=${BASE:-8e444db}
 work=.cache/server-path
 rm -rf "$work" && mkdir -p "$work/bin" "$work/base"
-go build -o "$work/bin/floor" ./httpapi/internal/floor
-go build -o "$work/bin/loadgen" ./cmd/loadgen
+go build -C tools -o "$PWD/$work/bin/floor" ./floor
+go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
 go build -o "$work/bin/edge-agent" ./cmd/edge-agent
 git archive "$BASE" | tar -x -C "$work/base"
 (cd "$work/base" && go build -o ../bin/edge-agent-base ./cmd/edge-agent)
@@ -31,9 +31,9 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 sut() { taskset -c "$SUT_CORE" "$@" & pids+=($!); }
 sut redis-server --port 16379 --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1
-sut "$work/bin/floor" -addr 127.0.0.1:18191 -mode bare
-sut "$work/bin/floor" -addr 127.0.0.1:18192 -mode nethttp
-sut "$work/bin/floor" -addr 127.0.0.1:18193 -mode fasthttp
+sut "$work/bin/floor" -addr 127.0.0.1:18191 -mode bare -lifetime 1h
+sut "$work/bin/floor" -addr 127.0.0.1:18192 -mode nethttp -lifetime 1h
+sut "$work/bin/floor" -addr 127.0.0.1:18193 -mode fasthttp -lifetime 1h
 sut "$work/bin/edge-agent" --data "$work/data-new" --http 127.0.0.1:18180 --log-level warn
 sut "$work/bin/edge-agent-base" --data "$work/data-base" --http 127.0.0.1:18181 --log-level warn
 for a in 18180 18181; do

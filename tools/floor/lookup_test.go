@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -79,9 +80,16 @@ func TestBareLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
 	l := newLookup()
-	go bare(ln, func(c net.Conn) { serveBareLookup(c, l) }) //nolint:errcheck // ends with the listener
+	go func() { done <- serveConns(ctx, ln, func(c net.Conn) { serveBareLookup(c, l) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serveConns = %v", err)
+		}
+	})
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
