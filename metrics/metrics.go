@@ -6,12 +6,21 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollup"
 )
+
+// NewRegistry returns a process's metrics registry, with the Go runtime's
+// and the process's collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
 
 type metricFunc struct {
 	name, help string

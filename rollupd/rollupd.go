@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/rollup"
@@ -46,6 +47,19 @@ type Config struct {
 	NoPush bool
 	// Logger receives the parts' logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// ConfigFrom is the configuration of a rollup process from the process's
+// configuration cfg: it consumes partitions alone, or shares every
+// partition with the group when partitions is empty.
+func ConfigFrom(cfg config.Config, partitions []uint32, logger *slog.Logger) Config {
+	return Config{
+		Partitions: partitions,
+		Group:      cfg.GroupConfig(logger),
+		Trending:   cfg.RollupTrendingConfig(),
+		Recount:    cfg.RecountConfig(),
+		Logger:     logger,
+	}
 }
 
 // DefaultBatch is how many consecutive messages of a partition the rollup

@@ -20,9 +20,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgecount/edgecount/cmd/internal/cli"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/wal"
 )
 
@@ -70,7 +70,7 @@ func BenchmarkAgentIngest(b *testing.B) {
 				if v, err := strconv.Atoi(os.Getenv("EDGECOUNT_BENCH_CLIENTS")); err == nil && v > 0 {
 					clients = v
 				}
-				st, err := cli.OpenEmbedded(b.TempDir())
+				st, err := embedded.OpenDir(b.TempDir())
 				if err != nil {
 					b.Fatal(err)
 				}

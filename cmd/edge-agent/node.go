@@ -14,17 +14,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/edgecount/edgecount/cmd/internal/cli"
+	"github.com/edgecount/edgecount/closer"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/listener"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
+	"github.com/edgecount/edgecount/store/embedded"
 )
 
 // agentStore is what the agent process needs of a store, embedded or
@@ -55,8 +57,8 @@ type node struct {
 	rows      *natsjs.RowSubscription // the rollup's row pushes
 	agentID   string
 	httpSrv   *httpapi.Server
-	tokens    *cli.TokenWatch // nil when the API runs open
-	certs     *cli.Watch      // reloads the TLS certificate; nil without TLS
+	tokens    *listener.Watch // reloads the token file; nil when the API runs open
+	certs     *listener.Watch // reloads the TLS certificate; nil without TLS
 	ln        net.Listener
 
 	// The components that run on goroutines (HTTP, the rollup, the
@@ -85,9 +87,9 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	stream := cfg.StreamConfig()
-	reg := cli.Registry()
+	reg := metrics.NewRegistry()
 	var regs []error
-	tlsCerts, certWatch, err := cli.ListenerTLS("agent.tls", cfg.Agent.TLS, reg, logger)
+	tlsCerts, certWatch, err := listener.TLS("agent.tls", cfg.Agent.TLS, reg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	n.agentID = ident.ID
 
 	if cfg.Standalone() {
-		es, err := cli.OpenEmbedded(cfg.Agent.Data)
+		es, err := embedded.OpenDir(cfg.Agent.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +151,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		for p := range parts {
 			parts[p] = uint32(p)
 		}
-		if n.rollup, err = rollupd.New(n.bus, n.store, cli.RollupConfig(cfg, parts, logger)); err != nil {
+		if n.rollup, err = rollupd.New(n.bus, n.store, rollupd.ConfigFrom(cfg, parts, logger)); err != nil {
 			return nil, err
 		}
 		regs = append(regs, n.rollup.RegisterMetrics(reg))
@@ -252,7 +254,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	if err != nil {
 		return nil, err
 	}
-	if handler, n.tokens, err = cli.Authenticate(cfg.Auth, cfg.Agent.HTTP, handler, reg, logger); err != nil {
+	if handler, n.tokens, err = listener.Authenticate(cfg.Auth, cfg.Agent.HTTP, handler, reg, logger); err != nil {
 		return nil, err
 	}
 	n.httpSrv = httpapi.NewServer(handler, httpapi.ServerConfig{
@@ -381,7 +383,7 @@ func (n *node) Shutdown(ctx context.Context) error {
 // closeBus drains the broker connection.
 func (n *node) closeBus() {
 	if n.bus != nil {
-		cli.Close(n.logger, n.bus, "drain broker connection")
+		closer.Close(n.logger, n.bus, "drain broker connection")
 	}
 }
 
@@ -403,16 +405,16 @@ func (n *node) close() {
 		cancel()
 	}
 	if n.gossip != nil {
-		cli.Close(n.logger, n.gossip, "close gossip")
+		closer.Close(n.logger, n.gossip, "close gossip")
 	}
 	if n.directory != nil {
-		cli.Close(n.logger, n.directory, "close directory")
+		closer.Close(n.logger, n.directory, "close directory")
 	}
 	n.closeBus()
 	if n.broker != nil {
 		n.broker.Shutdown()
 	}
 	if n.store != nil {
-		cli.Close(n.logger, n.store, "close store")
+		closer.Close(n.logger, n.store, "close store")
 	}
 }

@@ -25,13 +25,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgecount/edgecount/closer"
 	"github.com/edgecount/edgecount/cmd/internal/cli"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/listener"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/rollupd"
 	"github.com/edgecount/edgecount/store/cassandra"
+	"github.com/edgecount/edgecount/store/embedded"
 )
 
 func main() { cli.Main("rollup", run) }
@@ -58,8 +61,8 @@ type process struct {
 	bus    *natsjs.Client
 	proc   *rollupd.Process
 	srv    *httpapi.Server
-	tokens *cli.TokenWatch // nil when the API runs open
-	certs  *cli.Watch      // reloads the TLS certificate; nil without TLS
+	tokens *listener.Watch // reloads the token file; nil when the API runs open
+	certs  *listener.Watch // reloads the TLS certificate; nil without TLS
 	ln     net.Listener
 }
 
@@ -104,7 +107,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if len(cfg.Cassandra.Hosts) > 0 {
 		p.st, err = cassandra.Open(ctx, cfg.CassandraConfig())
 	} else {
-		p.st, err = cli.OpenEmbedded(cfg.Rollup.Data)
+		p.st, err = embedded.OpenDir(cfg.Rollup.Data)
 	}
 	if err != nil {
 		return nil, err
@@ -123,10 +126,10 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 			owned = append(owned, uint32(part))
 		}
 	}
-	if p.proc, err = rollupd.New(p.bus, p.st, cli.RollupConfig(cfg, owned, logger)); err != nil {
+	if p.proc, err = rollupd.New(p.bus, p.st, rollupd.ConfigFrom(cfg, owned, logger)); err != nil {
 		return nil, err
 	}
-	reg := cli.Registry()
+	reg := metrics.NewRegistry()
 	metricErrs := []error{p.proc.RegisterMetrics(reg), metrics.RegisterNATSClient(reg, p.bus)}
 	if hub := cfg.HubStreamConfig(); hub.Hub != nil {
 		metricErrs = append(metricErrs, metrics.RegisterHubSources(reg, p.bus, hub))
@@ -144,10 +147,10 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if err != nil {
 		return nil, err
 	}
-	if handler, p.tokens, err = cli.Authenticate(cfg.Auth, cfg.Rollup.HTTP, handler, reg, logger); err != nil {
+	if handler, p.tokens, err = listener.Authenticate(cfg.Auth, cfg.Rollup.HTTP, handler, reg, logger); err != nil {
 		return nil, err
 	}
-	tlsCerts, certWatch, err := cli.ListenerTLS("rollup.tls", cfg.Rollup.TLS, reg, logger)
+	tlsCerts, certWatch, err := listener.TLS("rollup.tls", cfg.Rollup.TLS, reg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +213,9 @@ func (p *process) close() {
 	p.tokens.Close()
 	p.certs.Close()
 	if p.bus != nil {
-		cli.Close(p.logger, p.bus, "drain broker connection")
+		closer.Close(p.logger, p.bus, "drain broker connection")
 	}
 	if p.st != nil {
-		cli.Close(p.logger, p.st, "close store")
+		closer.Close(p.logger, p.st, "close store")
 	}
 }

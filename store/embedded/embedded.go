@@ -120,6 +120,16 @@ const (
 	commitBatch                   // DB.Batch: bbolt's timer-based group commit
 )
 
+// OpenDir opens (creating it if needed) the embedded store of a process's
+// data directory dir: the file dir/edgecount.db, waiting up to 5 s for a
+// lock another store holds.
+func OpenDir(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("cannot create data directory: %w", err)
+	}
+	return Open(Config{Path: filepath.Join(dir, "edgecount.db"), Timeout: 5 * time.Second})
+}
+
 // Open opens or creates the database at cfg.Path and its buckets.
 func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -153,6 +154,22 @@ func TestSecondOpenLocked(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	openAt(t, path) // the lock goes with Close
+}
+
+// TestOpenDir: OpenDir creates a missing data directory and keeps the store
+// in its edgecount.db.
+func TestOpenDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%s): %v", dir, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "edgecount.db")); err != nil {
+		t.Fatalf("the store's file: %v; want %s/edgecount.db", err, dir)
+	}
 }
 
 func TestOpenInvalidConfig(t *testing.T) {

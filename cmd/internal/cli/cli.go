@@ -9,17 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgecount/edgecount/config"
-	"github.com/edgecount/edgecount/rollupd"
-	"github.com/edgecount/edgecount/store/embedded"
 )
 
 // RunFunc is a command's testable body: it runs until ctx ends (a signal)
@@ -115,42 +108,4 @@ func setGiven(c *config.Config, s config.Setting, given bool, v string) error {
 // level.
 func Logger(w io.Writer, cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: cfg.Level()}))
-}
-
-// OpenEmbedded opens (creating it if needed) the embedded store of a
-// command's data directory.
-func OpenEmbedded(dir string) (*embedded.Store, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("cannot create data directory: %w", err)
-	}
-	return embedded.Open(embedded.Config{Path: filepath.Join(dir, "edgecount.db"), Timeout: 5 * time.Second})
-}
-
-// Registry returns a process's metrics registry, with the Go runtime's and
-// the process's collectors.
-func Registry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
-}
-
-// Close closes c, logging a failure as "cannot <what>": at stop, a part
-// that does not close cleanly is reported, and the rest still closes.
-func Close(logger *slog.Logger, c io.Closer, what string) {
-	if err := c.Close(); err != nil {
-		logger.Warn("cannot "+what, "err", err)
-	}
-}
-
-// RollupConfig is the rollup process's configuration from cfg: it consumes
-// partitions alone, or shares every partition with the group when
-// partitions is empty.
-func RollupConfig(cfg config.Config, partitions []uint32, logger *slog.Logger) rollupd.Config {
-	return rollupd.Config{
-		Partitions: partitions,
-		Group:      cfg.GroupConfig(logger),
-		Trending:   cfg.RollupTrendingConfig(),
-		Recount:    cfg.RecountConfig(),
-		Logger:     logger,
-	}
 }

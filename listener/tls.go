@@ -1,4 +1,4 @@
-package cli
+package listener
 
 import (
 	"fmt"
@@ -11,13 +11,13 @@ import (
 	"github.com/edgecount/edgecount/httpapi"
 )
 
-// ListenerTLS loads the HTTP listener's certificate of t (agent.tls or
+// TLS loads the HTTP listener's certificate of t (agent.tls or
 // rollup.tls; name is the key, for errors), exports its metrics on reg
 // and reloads it on every SIGHUP: a new pair is served to new connections,
 // a pair that does not load is logged as an error and the certificate
 // served stays. Pass the Certs to httpapi.ServerConfig.TLS and close the
 // watch at stop. Without a certificate it returns nil, nil: plain HTTP.
-func ListenerTLS(name string, t config.TLS, reg prometheus.Registerer, logger *slog.Logger) (*httpapi.Certs, *Watch, error) {
+func TLS(name string, t config.TLS, reg prometheus.Registerer, logger *slog.Logger) (*httpapi.Certs, *Watch, error) {
 	if !t.Enabled() {
 		return nil, nil, nil
 	}

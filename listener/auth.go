@@ -1,11 +1,8 @@
-package cli
+package listener
 
 import (
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,51 +11,12 @@ import (
 	"github.com/edgecount/edgecount/httpapi"
 )
 
-// Watch runs a reload on every SIGHUP until Close.
-type Watch struct {
-	stop chan struct{}
-	done chan struct{}
-}
-
-// TokenWatch is the Watch that reloads a token file.
-type TokenWatch = Watch
-
-// onHUP calls reload on every SIGHUP, one call at a time, until the
-// returned watch is closed.
-func onHUP(reload func()) *Watch {
-	w := &Watch{stop: make(chan struct{}), done: make(chan struct{})}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer close(w.done)
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-hup:
-				reload()
-			}
-		}
-	}()
-	return w
-}
-
-// Close stops the reloads; it is safe on a nil watch.
-func (w *Watch) Close() error {
-	if w != nil {
-		close(w.stop)
-		<-w.done
-	}
-	return nil
-}
-
 // Authenticate decides how the listener on listen authenticates (cfg.Auth,
 // auth.Decide), says so in the log, and wraps h with the token check. With
 // a token file the returned watch reloads it on SIGHUP (a bad file is
 // refused and the tokens stay as they were); close it at stop. An open
 // listener gets h back and a nil watch.
-func Authenticate(cfg config.Auth, listen string, h http.Handler, reg prometheus.Registerer, logger *slog.Logger) (http.Handler, *TokenWatch, error) {
+func Authenticate(cfg config.Auth, listen string, h http.Handler, reg prometheus.Registerer, logger *slog.Logger) (http.Handler, *Watch, error) {
 	p, err := auth.Decide(listen, cfg.TokensFile, cfg.Mode, cfg.OpenMetrics)
 	if err != nil {
 		return nil, nil, err
