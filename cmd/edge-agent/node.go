@@ -209,7 +209,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	if n.rows, err = n.bus.SubscribeRows("", func(p natsjs.RowsPush) { n.agent.ApplyPush(p.Partition, p.Sender, p.Seq, p.Written, p.Rows) }, logger); err != nil {
 		return nil, err
 	}
-	regs = append(regs, registerReadCache(reg, n.agent, n.rows))
+	regs = append(regs, metrics.RegisterReadCache(reg, n.agent, n.rows))
 
 	n.ln, err = net.Listen("tcp", cfg.Agent.HTTP)
 	if err != nil {
@@ -228,7 +228,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
 	}
 
-	regs = append(regs, registerFresh(reg, n.agent, n.gossip))
+	regs = append(regs, metrics.RegisterFresh(reg, n.agent, n.gossip))
 	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
 		metrics.RegisterPublisher(reg, pub), metrics.RegisterNATSClient(reg, n.bus))
 	if stream.Domain != "" {
