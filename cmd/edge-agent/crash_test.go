@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/agentd/agentdtest"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -183,8 +183,8 @@ func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
 	var acked, attempted, lost, doubled int64
 	for i := 0; i < items; i++ {
 		id := fmt.Sprintf("item-%d", i)
-		var got countsJSON
-		call(t, "GET", p.base+"/v1/counts/"+id, nil, 200, &got)
+		var got agentdtest.Counts
+		agentdtest.Call(t, "GET", p.base+"/v1/counts/"+id, nil, 200, &got)
 		views := got.Counters["view"]
 		acked += l.acked[id]
 		attempted += l.attempted[id]
@@ -204,7 +204,7 @@ func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
 			var rx struct {
 				Action string `json:"action"`
 			}
-			call(t, "GET", fmt.Sprintf("%s/v1/reactions/u%d/%s", p.base, u, id), nil, 200, &rx)
+			agentdtest.Call(t, "GET", fmt.Sprintf("%s/v1/reactions/u%d/%s", p.base, u, id), nil, 200, &rx)
 			switch rx.Action {
 			case "like":
 				likes++
@@ -220,32 +220,5 @@ func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
 		kills, attempted, acked, lost, doubled, l.reactionsAcked, l.reactionsAttempted)
 	if acked == 0 || l.reactionsAcked == 0 {
 		t.Fatalf("no write was acknowledged: the load did not run")
-	}
-}
-
-// TestAgentIDKeptPerDataDirectory: the id made on first start is kept by
-// the next start on the same --data, another directory gets another id,
-// and a configured id that differs from the recorded one refuses to start.
-func TestAgentIDKeptPerDataDirectory(t *testing.T) {
-	dir := t.TempDir()
-	n := startTestNode(t, dir, time.Second)
-	first := n.agentID
-	shutdown(t, n)
-	n = startTestNode(t, dir, time.Second)
-	if n.agentID != first {
-		t.Errorf("id after a restart = %q, want %q", n.agentID, first)
-	}
-	shutdown(t, n)
-	other := startTestNode(t, t.TempDir(), time.Second)
-	if other.agentID == first {
-		t.Errorf("two data directories share the id %q", first)
-	}
-	shutdown(t, other)
-	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", dir, "--agent-id", "someone-else"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := startNode(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "differs from the one recorded") {
-		t.Fatalf("start with another configured id: err = %v, want a refusal naming the recorded id", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecount/edgecount/agentd"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
@@ -196,7 +197,7 @@ func BenchmarkAckLatency(b *testing.B) {
 	// delta, plus wal's 24-byte record header.
 	rec := make([]byte, 1+6+1+7+5+1+24)
 	client := &http.Client{Timeout: 30 * time.Second}
-	post := func(n *node) time.Duration {
+	post := func(n *agentd.Node) time.Duration {
 		t0 := time.Now()
 		resp, err := client.Post("http://"+n.Addr()+"/v1/increments", "application/json", bytes.NewReader(body))
 		if err != nil {

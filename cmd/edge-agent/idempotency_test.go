@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/agentd/agentdtest"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -86,8 +87,8 @@ func TestIdempotencyKeysSurviveSIGKILL(t *testing.T) {
 	kill(p)
 	p = startBinary(t, bin, args...)
 	retries(p, "restart 1 (keys in the intake log)")
-	want := countsJSON{ContentID: "keyed", Region: "global", Likes: 1, Counters: map[string]int64{"view": 5}}
-	waitCounts(t, p.base, "keyed", "global", want)
+	want := agentdtest.Counts{ContentID: "keyed", Region: "global", Likes: 1, Counters: map[string]int64{"view": 5}}
+	agentdtest.WaitCounts(t, p.base, "keyed", "global", want)
 	// Flushed: the intake log is truncated, the keys are in the keys log.
 	kill(p)
 	p = startBinary(t, bin, args...)
@@ -108,12 +109,12 @@ func TestIdempotencyKeysSurviveSIGKILL(t *testing.T) {
 	// the consumer's ack wait (30 s): hence the long wait.
 	want.Counters["view"] = 10
 	testenv.Eventually(t, 60*time.Second, "counts "+want.String(), func() (string, bool) {
-		var got countsJSON
-		call(t, "GET", p.base+"/v1/counts/keyed", nil, 200, &got)
+		var got agentdtest.Counts
+		agentdtest.Call(t, "GET", p.base+"/v1/counts/keyed", nil, 200, &got)
 		return got.String(), got.String() == want.String()
 	})
 	time.Sleep(time.Second) // five flushes: the retries add nothing
-	waitCounts(t, p.base, "keyed", "global", want)
+	agentdtest.WaitCounts(t, p.base, "keyed", "global", want)
 	testenv.Eventually(t, 5*time.Second, "edgecount_idempotency_keys and _hits_total exported", func() (string, bool) {
 		resp, err := http.Get(p.base + "/metrics")
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,20 +15,6 @@ import (
 // TestMain checks that the tests leave no goroutine behind but fasthttp's
 // Date clock (testenv.FasthttpDate).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.FasthttpDate) }
-
-// TestFailedComponentFailsTheProcess: a component that stops on its own
-// (here the HTTP listener) stops the node, and run's error reports it, so
-// the process exits non-zero.
-func TestFailedComponentFailsTheProcess(t *testing.T) {
-	n := startTestNode(t, t.TempDir(), time.Second)
-	n.ln.Close()
-	err := testenv.Within(t, 30*time.Second, "the node to stop after its HTTP listener failed", func() error {
-		return n.wait(context.Background(), 30*time.Second)
-	})
-	if err == nil || !strings.Contains(err.Error(), "http:") {
-		t.Fatalf("wait = %v, want the HTTP server's error", err)
-	}
-}
 
 // TestSignalDuringStartUp: a signal while the node starts ends the start-up
 // at once, cleanly, without serving.

@@ -1,4 +1,4 @@
-package main
+package agentd
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/agentd/agentdtest"
+	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -36,7 +38,7 @@ func waitTrending(t *testing.T, base, query, want string) {
 	var got trendingJSON
 	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("trending %s = %q", query, want), func() (string, bool) {
 		got = trendingJSON{}
-		call(t, "GET", base+"/v1/trending?"+query, nil, 200, &got)
+		agentdtest.Call(t, "GET", base+"/v1/trending?"+query, nil, 200, &got)
 		return fmt.Sprintf("%q", got.String()), got.String() == want
 	})
 	if got.AsOf == "" {
@@ -54,23 +56,27 @@ func TestStandaloneTrending(t *testing.T) {
 	if err := os.WriteFile(file, []byte("trending:\n  interval: 50ms\n  counters: [like, view]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := startNodeArgs(t, "--config", file, "--http", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--flush-interval", "50ms")
+	n := startConfig(t, testConfig(t, filepath.Join(dir, "data"), 50*time.Millisecond, func(cfg *config.Config) {
+		if err := cfg.LoadFile(file); err != nil {
+			t.Fatal(err)
+		}
+	}))
 	base := "http://" + n.Addr()
-	call(t, "POST", base+"/v1/increments", map[string]any{"increments": []map[string]any{
+	agentdtest.Call(t, "POST", base+"/v1/increments", map[string]any{"increments": []map[string]any{
 		{"content_id": "video-1", "counter": "view", "delta": 5},
 		{"content_id": "video-2", "counter": "view", "delta": 3},
 		{"content_id": "video-3", "counter": "view", "delta": 9},
 		{"content_id": "video-2", "counter": "share", "delta": 1},
 	}}, 202, nil)
 	for _, u := range []string{"alice", "bob"} {
-		call(t, "POST", base+"/v1/reactions", map[string]string{"user_id": u, "content_id": "video-2", "action": "like"}, 200, nil)
+		agentdtest.Call(t, "POST", base+"/v1/reactions", map[string]string{"user_id": u, "content_id": "video-2", "action": "like"}, 200, nil)
 	}
 	waitTrending(t, base, "counter=view&k=2", "video-3=9±0 video-1=5±0 ")
 	waitTrending(t, base, "region=local&counter=view&window=24h", "video-3=9±0 video-1=5±0 video-2=3±0 ")
 	waitTrending(t, base, "counter=like&window=1h", "video-2=2±0 ")
 	// share is not a trending counter in this file, and bad input names its parameter.
 	for _, q := range []string{"counter=share", "k=0", "window=2h", "region=mars"} {
-		call(t, "GET", base+"/v1/trending?"+q, nil, 400, nil)
+		agentdtest.Call(t, "GET", base+"/v1/trending?"+q, nil, 400, nil)
 	}
 	shutdown(t, n)
 }

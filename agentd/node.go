@@ -1,4 +1,4 @@
-package main
+package agentd
 
 import (
 	"context"
@@ -40,12 +40,12 @@ type agentStore interface {
 	Close() error
 }
 
-// node is one edge-agent process. Standalone, it holds every part of a
+// Node is one edge-agent process. Standalone, it holds every part of a
 // region: the embedded store, an embedded NATS JetStream server, the rollup
 // consuming every partition, the agent and its HTTP API. Configured with a
 // region file, it connects to the region's NATS, Redis and Cassandra and
 // runs the agent alone (rollups are separate processes).
-type node struct {
+type Node struct {
 	logger    *slog.Logger
 	store     agentStore
 	broker    *natsjs.Server // standalone only
@@ -75,10 +75,10 @@ type node struct {
 // gossip join); ctx (a signal) ends it sooner.
 const startTimeout = 60 * time.Second
 
-// startNode opens or connects to everything and starts serving. On error
-// it stops what it had started. ctx bounds the start-up only.
-func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *node, err error) {
-	n := &node{logger: logger}
+// Start opens or connects to everything and starts serving. On error it
+// stops what it had started. ctx bounds the start-up only.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node, err error) {
+	n := &Node{logger: logger}
 	defer func() {
 		if err != nil {
 			n.close()
@@ -277,7 +277,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 // the HTTP server, the in-process rollup and the gossip broadcaster (every
 // shareEvery). None of them stops before Shutdown stops it, unless it
 // fails.
-func (n *node) startComponents(shareEvery time.Duration) {
+func (n *Node) startComponents(shareEvery time.Duration) {
 	n.group, n.failed = errgroup.WithContext(context.Background())
 	n.group.Go(func() error {
 		if err := n.httpSrv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
@@ -305,16 +305,23 @@ func (n *node) startComponents(shareEvery time.Duration) {
 }
 
 // Addr is the HTTP listen address.
-func (n *node) Addr() string { return n.ln.Addr().String() }
+func (n *Node) Addr() string { return n.ln.Addr().String() }
+
+// Scheme is how the API is served: "https" with a certificate, else
+// "http".
+func (n *Node) Scheme() string { return n.httpSrv.Scheme() }
+
+// AgentID is the agent's id: the one recorded in the data directory.
+func (n *Node) AgentID() string { return n.agentID }
 
 // Failed is done when a component stopped on its own; its error is
 // context.Cause(Failed()), and Shutdown returns it.
-func (n *node) Failed() <-chan struct{} { return n.failed.Done() }
+func (n *Node) Failed() <-chan struct{} { return n.failed.Done() }
 
-// wait runs the node until ctx ends or a component fails, then shuts it
+// Wait runs the node until ctx ends or a component fails, then shuts it
 // down within timeout. It returns the failed component's error and those of
 // the steps that did not complete.
-func (n *node) wait(ctx context.Context, timeout time.Duration) error {
+func (n *Node) Wait(ctx context.Context, timeout time.Duration) error {
 	select {
 	case <-ctx.Done():
 		n.logger.Info("stopping", "cause", context.Cause(ctx))
@@ -344,7 +351,7 @@ func (n *node) wait(ctx context.Context, timeout time.Duration) error {
 //
 // It returns the error of a component that failed, and an error for each
 // step that did not complete (the rest still runs).
-func (n *node) Shutdown(ctx context.Context) error {
+func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := n.httpSrv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("cannot stop http: %w", err))
@@ -381,7 +388,7 @@ func (n *node) Shutdown(ctx context.Context) error {
 }
 
 // closeBus drains the broker connection.
-func (n *node) closeBus() {
+func (n *Node) closeBus() {
 	if n.bus != nil {
 		closer.Close(n.logger, n.bus, "drain broker connection")
 	}
@@ -389,7 +396,7 @@ func (n *node) closeBus() {
 
 // close releases everything that was opened, in reverse order. It ends
 // Shutdown, and undoes a failed start (when no component runs yet).
-func (n *node) close() {
+func (n *Node) close() {
 	if n.ln != nil {
 		n.ln.Close() // closed already if it was served
 	}
