@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
@@ -40,26 +41,30 @@ type agentStore interface {
 	Close() error
 }
 
-// Node is one edge-agent process. Standalone, it holds every part of a
-// region: the embedded store, an embedded NATS JetStream server, the rollup
-// consuming every partition, the agent and its HTTP API. Configured with a
-// region file, it connects to the region's NATS, Redis and Cassandra and
-// runs the agent alone (rollups are separate processes).
+// Node is one edge-agent process: see the package documentation for what
+// it holds in each mode, how it starts and in which order it stops.
 type Node struct {
-	logger    *slog.Logger
+	cfg    config.Config // as started: the agent id is the one recorded
+	logger *slog.Logger
+	reg    *prometheus.Registry
+	// opened releases what the start opened, in reverse order: the end of
+	// Shutdown, or the undoing of a failed start.
+	opened closer.Stack
+
+	epoch     uint64 // of this run, recorded in the data directory
 	store     agentStore
 	broker    *natsjs.Server // standalone only
 	bus       *natsjs.Client
+	stream    natsjs.StreamConfig // the stream the agent publishes to
 	rollup    *rollupd.Process    // standalone only
 	directory *redisdir.Directory // with Redis only
-	gossip    *gossip.Node        // with gossip.bind only
 	agent     *region.Agent
-	rows      *natsjs.RowSubscription // the rollup's row pushes
-	agentID   string
-	httpSrv   *httpapi.Server
-	tokens    *listener.Watch // reloads the token file; nil when the API runs open
-	certs     *listener.Watch // reloads the TLS certificate; nil without TLS
+	pub       *natsjs.Publisher       // the agent's flushes
+	rows      *natsjs.RowSubscription // the rollups' row pushes
 	ln        net.Listener
+	gossip    *gossip.Node   // with gossip.bind only
+	certs     *httpapi.Certs // the listener's certificate; nil without TLS
+	httpSrv   *httpapi.Server
 
 	// The components that run on goroutines (HTTP, the rollup, the
 	// gossip broadcaster) run under group; failed is done when one of
@@ -75,202 +80,325 @@ type Node struct {
 // gossip join); ctx (a signal) ends it sooner.
 const startTimeout = 60 * time.Second
 
-// Start opens or connects to everything and starts serving. On error it
-// stops what it had started. ctx bounds the start-up only.
+// Start opens or connects to everything cfg names and starts serving, in
+// the steps the package documentation lists. On error it closes what it
+// had opened, in reverse order. ctx bounds the start-up only.
 func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node, err error) {
-	n := &Node{logger: logger}
+	n := &Node{cfg: cfg, logger: logger, reg: metrics.NewRegistry()}
 	defer func() {
 		if err != nil {
-			n.close()
+			n.opened.Close()
 		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	stream := cfg.StreamConfig()
-	reg := metrics.NewRegistry()
-	var regs []error
-	tlsCerts, certWatch, err := listener.TLS("agent.tls", cfg.Agent.TLS, reg, logger)
-	if err != nil {
-		return nil, err
+	for _, step := range []func(context.Context) error{
+		// The listener's certificate first: one that does not load fails
+		// the start before anything opens.
+		n.loadTLS,
+		// The store, the bus and the log.
+		n.loadIdentity,
+		n.openStore,
+		n.openBus,
+		n.buildRollup,
+		// The agent.
+		n.buildAgent,
+		// HTTP, and gossip, which tells the peers the HTTP address.
+		n.listen,
+		n.joinGossip,
+		n.registerMetrics,
+		n.buildHTTP,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
 	}
-	n.certs = certWatch
+	n.startComponents(max(n.cfg.Agent.FlushInterval, time.Second))
+	mode := "standalone"
+	if !n.cfg.Standalone() {
+		mode = "region"
+	}
+	logger.Info("started", "component", "edge-agent", "mode", mode, "region", n.cfg.Region,
+		"agent", n.cfg.Agent.ID, "http", n.Addr(), "partitions", n.cfg.Partitions)
+	return n, nil
+}
 
-	// The data directory decides the agent id (made once) and records the
-	// epoch of this run, before anything is named after them.
-	configured := cfg.Agent.ID
-	if cfg.Agent.IDDefaulted {
+// loadTLS loads the listener's certificate (agent.tls), which SIGHUP
+// reloads from then on. Without one the API is plain HTTP.
+func (n *Node) loadTLS(context.Context) error {
+	certs, watch, err := listener.TLS("agent.tls", n.cfg.Agent.TLS, n.reg, n.logger)
+	if err != nil {
+		return err
+	}
+	if watch != nil {
+		n.opened.PushCloser(n.logger, watch, "stop the certificate reloads")
+	}
+	n.certs = certs
+	return nil
+}
+
+// loadIdentity takes the agent id from the data directory (made there on
+// the first start; a configured id that differs from the recorded one is
+// refused) and records the epoch of this run, before anything is named
+// after them.
+func (n *Node) loadIdentity(context.Context) error {
+	configured := n.cfg.Agent.ID
+	if n.cfg.Agent.IDDefaulted {
 		configured = ""
 	}
-	ident, err := region.LoadIdentity(cfg.Agent.Data, configured, cfg.Agent.ID, time.Now())
+	ident, err := region.LoadIdentity(n.cfg.Agent.Data, configured, n.cfg.Agent.ID, time.Now())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cfg.Agent.ID, cfg.Agent.IDDefaulted = ident.ID, false
-	n.agentID = ident.ID
+	n.cfg.Agent.ID, n.cfg.Agent.IDDefaulted = ident.ID, false
+	n.epoch = ident.Epoch
+	return nil
+}
 
-	if cfg.Standalone() {
-		es, err := embedded.OpenDir(cfg.Agent.Data)
-		if err != nil {
-			return nil, err
-		}
-		n.store = es
-		regs = append(regs, metrics.RegisterStoreDeletes(reg, &es.Counters().Deletes),
-			metrics.RegisterEmbeddedCommits(reg, &es.Counters().Writes, &es.Counters().Commits))
-		scfg := natsjs.DefaultServerConfig(filepath.Join(cfg.Agent.Data, "nats"))
-		scfg.Port = 0
-		if cfg.Agent.NATSListen != "" {
-			host, port, _ := net.SplitHostPort(cfg.Agent.NATSListen)
-			scfg.Host = host
-			scfg.Port, _ = strconv.Atoi(port)
-		}
-		scfg.Logger = logger.With("component", "nats-server")
-		if n.broker, err = natsjs.StartServer(scfg); err != nil {
-			return nil, err
-		}
-		if n.bus, err = n.broker.Client("edge-agent-" + cfg.Agent.ID); err != nil {
-			return nil, err
-		}
+// openStore opens the embedded store of the data directory (standalone)
+// or connects to the region's Cassandra.
+func (n *Node) openStore(ctx context.Context) error {
+	var err error
+	if n.cfg.Standalone() {
+		n.store, err = embedded.OpenDir(n.cfg.Agent.Data)
 	} else {
-		cs, err := cassandra.Open(ctx, cfg.CassandraConfig())
-		if err != nil {
-			return nil, err
-		}
-		n.store = cs
-		regs = append(regs, metrics.RegisterCassandra(reg, cs), metrics.RegisterStoreDeletes(reg, &cs.Counters().Deletes))
-		if n.bus, err = natsjs.Dial(cfg.AgentConnConfig("edge-agent-"+cfg.Agent.ID), logger); err != nil {
-			return nil, err
-		}
+		n.store, err = cassandra.Open(ctx, n.cfg.CassandraConfig())
 	}
-	if err := n.bus.EnsureStream(ctx, stream); err != nil {
-		return nil, err
+	if err != nil {
+		return err
 	}
+	n.opened.PushCloser(n.logger, n.store, "close store")
+	return nil
+}
 
-	if cfg.Standalone() {
-		// The rollup consumes every partition in-process.
-		parts := make([]uint32, cfg.Partitions)
-		for p := range parts {
-			parts[p] = uint32(p)
+// openBus starts the embedded NATS JetStream server under the data
+// directory and connects to it (standalone), or dials the region's NATS,
+// and makes sure the stream the agent publishes to exists.
+func (n *Node) openBus(ctx context.Context) error {
+	name := "edge-agent-" + n.cfg.Agent.ID
+	var err error
+	if n.cfg.Standalone() {
+		if err := n.startBroker(); err != nil {
+			return err
 		}
-		if n.rollup, err = rollupd.New(n.bus, n.store, rollupd.ConfigFrom(cfg, parts, logger)); err != nil {
-			return nil, err
-		}
-		regs = append(regs, n.rollup.RegisterMetrics(reg))
+		n.bus, err = n.broker.Client(name)
+	} else {
+		n.bus, err = natsjs.Dial(n.cfg.AgentConnConfig(name), n.logger)
 	}
+	if err != nil {
+		return err
+	}
+	n.opened.Push(n.closeBus)
+	n.stream = n.cfg.StreamConfig()
+	return n.bus.EnsureStream(ctx, n.stream)
+}
 
+// startBroker starts the embedded NATS JetStream server: on a random
+// loopback port, or on agent.nats_listen.
+func (n *Node) startBroker() error {
+	scfg := natsjs.DefaultServerConfig(filepath.Join(n.cfg.Agent.Data, "nats"))
+	scfg.Port = 0
+	if n.cfg.Agent.NATSListen != "" {
+		host, port, _ := net.SplitHostPort(n.cfg.Agent.NATSListen)
+		scfg.Host = host
+		scfg.Port, _ = strconv.Atoi(port)
+	}
+	scfg.Logger = n.logger.With("component", "nats-server")
+	broker, err := natsjs.StartServer(scfg)
+	if err != nil {
+		return err
+	}
+	n.broker = broker
+	n.opened.Push(broker.Shutdown)
+	return nil
+}
+
+// buildRollup builds the in-process rollup of a standalone node, which
+// consumes every partition; it runs from startComponents on. In a region
+// the rollups are processes of their own.
+func (n *Node) buildRollup(context.Context) error {
+	if !n.cfg.Standalone() {
+		return nil
+	}
+	parts := make([]uint32, n.cfg.Partitions)
+	for p := range parts {
+		parts[p] = uint32(p)
+	}
+	var err error
+	n.rollup, err = rollupd.New(n.bus, n.store, rollupd.ConfigFrom(n.cfg, parts, n.logger))
+	return err
+}
+
+// buildAgent builds the agent on the store, the bus and its shard
+// directory, replays its log (re-queues the unacknowledged flushes, adds
+// what no flush carries, settles reaction intents) before the first write
+// or /readyz 200, starts it and subscribes it to the rollups' row pushes,
+// which update the items it keeps warm (docs/read-cache.md).
+func (n *Node) buildAgent(ctx context.Context) error {
 	checks := []region.Check{{Name: "store", Fn: n.store.Ping}, {Name: "nats", Fn: n.bus.Ping}}
-	local := directory.NewLocal(1)
-	var (
-		dir    region.Directory   = local
-		shards region.ShardWriter = local // the hot-counter rule writes here
-	)
-	if cfg.Redis.Addr != "" {
-		rc := cfg.RedisConfig()
-		redisdir.SetClientLogger(logger)
-		if n.directory, err = redisdir.New(ctx, rc, logger); err != nil {
-			return nil, err
-		}
-		dir, shards = n.directory, n.directory
+	dir, shards, err := n.openDirectory(ctx)
+	if err != nil {
+		return err
+	}
+	if n.directory != nil {
 		// Redis down never stops writes: /readyz reports it as degraded.
 		checks = append(checks, region.Check{Name: "redis", Fn: n.directory.Ping, Optional: true})
 	}
-	ac := cfg.AgentConfig()
+	ac := n.cfg.AgentConfig()
 	if ac.Log.Enabled() {
-		if ac.Log.ObserveFsync, err = metrics.FsyncObserver(reg, cfg.Region); err != nil {
-			return nil, err
+		if ac.Log.ObserveFsync, err = metrics.FsyncObserver(n.reg, n.cfg.Region); err != nil {
+			return err
 		}
 	}
-	pub := n.bus.Publisher(stream)
-	n.agent, err = region.New(ac, region.Deps{
+	n.pub = n.bus.Publisher(n.stream)
+	if n.agent, err = region.New(ac, region.Deps{
 		Reactions:   n.store,
 		Stats:       n.store,
-		Publisher:   pub,
+		Publisher:   n.pub,
 		Directory:   dir,
 		ShardWriter: shards,
 		Trending:    n.store,
 		Checks:      checks,
-		Logger:      logger,
-		Epoch:       ident.Epoch,
-	})
-	if err != nil {
-		return nil, err
+		Logger:      n.logger,
+		Epoch:       n.epoch,
+	}); err != nil {
+		return err
 	}
+	n.opened.Push(n.stopAgent)
 	if n.directory != nil {
 		n.directory.SetOnChange(n.agent.Reshard)
 	}
-	// Replay the log (re-queue the unacknowledged flushes, add what no
-	// flush carries, settle reaction intents) before the first write or
-	// /readyz 200.
 	if err := n.agent.Recover(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	n.agent.Start()
-	// The rollups push the rows they write; the agent updates the items
-	// it keeps warm from them (docs/read-cache.md).
-	if n.rows, err = n.bus.SubscribeRows("", func(p natsjs.RowsPush) { n.agent.ApplyPush(p.Partition, p.Sender, p.Seq, p.Written, p.Rows) }, logger); err != nil {
-		return nil, err
-	}
-	regs = append(regs, metrics.RegisterReadCache(reg, n.agent, n.rows))
+	n.rows, err = n.bus.SubscribeRows("", func(p natsjs.RowsPush) { n.agent.ApplyPush(p.Partition, p.Sender, p.Seq, p.Written, p.Rows) }, n.logger)
+	return err
+}
 
-	n.ln, err = net.Listen("tcp", cfg.Agent.HTTP)
+// openDirectory connects to the region's Redis shard directory when one
+// is configured, else makes a local one. It returns where the agent looks
+// shard counts up and where the hot-counter rule writes them.
+func (n *Node) openDirectory(ctx context.Context) (region.Directory, region.ShardWriter, error) {
+	if n.cfg.Redis.Addr == "" {
+		local := directory.NewLocal(1)
+		return local, local, nil
+	}
+	redisdir.SetClientLogger(n.logger)
+	d, err := redisdir.New(ctx, n.cfg.RedisConfig(), n.logger)
 	if err != nil {
-		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Agent.HTTP, err)
+		return nil, nil, err
 	}
-	if cfg.Gossip.Bind != "" {
-		// The region's agents share their trending summaries; the agent
-		// answers its own region's trending from its own and its peers'.
-		if n.gossip, err = startGossip(ctx, cfg, n.Addr(), logger); err != nil {
-			return nil, err
-		}
-		n.agent.SetPeers(gossipPeers{n.gossip})
-		// Fresh reads ask the peers for their held deltas.
-		n.gossip.SetQueryHandler(n.agent.AnswerHeld)
-		n.agent.SetHeldPeers(freshPeers{n.gossip})
-		regs = append(regs, metrics.RegisterGossip(reg, n.gossip))
-	}
+	n.directory = d
+	n.opened.PushCloser(n.logger, d, "close directory")
+	return d, d, nil
+}
 
-	regs = append(regs, metrics.RegisterFresh(reg, n.agent, n.gossip))
-	regs = append(regs, metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
-		metrics.RegisterPublisher(reg, pub), metrics.RegisterNATSClient(reg, n.bus))
-	if stream.Domain != "" {
+// stopAgent stops the agent's loops before the bus and the store close:
+// after a failed start; after Shutdown it returns at once.
+func (n *Node) stopAgent() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := n.agent.Stop(ctx); err != nil {
+		n.logger.Warn("agent stopped with an error", "err", err)
+	}
+}
+
+// listen opens the HTTP listener; it is served from startComponents on.
+func (n *Node) listen(context.Context) error {
+	ln, err := net.Listen("tcp", n.cfg.Agent.HTTP)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", n.cfg.Agent.HTTP, err)
+	}
+	n.ln = ln
+	n.opened.Push(func() { ln.Close() }) // closed already if it was served
+	return nil
+}
+
+// joinGossip joins the region's gossip cluster when gossip.bind is set:
+// the region's agents share their trending summaries (the agent answers
+// its own region's trending from its own and its peers'), and fresh reads
+// ask the peers for their held deltas.
+func (n *Node) joinGossip(ctx context.Context) error {
+	if n.cfg.Gossip.Bind == "" {
+		return nil
+	}
+	g, err := startGossip(ctx, n.cfg, n.Addr(), n.logger)
+	if err != nil {
+		return err
+	}
+	n.gossip = g
+	n.opened.PushCloser(n.logger, g, "close gossip")
+	n.agent.SetPeers(gossipPeers{g})
+	g.SetQueryHandler(n.agent.AnswerHeld)
+	n.agent.SetHeldPeers(freshPeers{g})
+	return nil
+}
+
+// registerMetrics exports the parts' metrics on the node's registry (the
+// log's fsync latency and the certificate's are registered as they are
+// made; the HTTP API's by the handler).
+func (n *Node) registerMetrics(context.Context) error {
+	reg := n.reg
+	errs := []error{
+		metrics.RegisterAgent(reg, n.agent), metrics.RegisterAgentTrending(reg, n.agent), metrics.RegisterAgentLog(reg, n.agent),
+		metrics.RegisterFresh(reg, n.agent, n.gossip), metrics.RegisterReadCache(reg, n.agent, n.rows),
+		metrics.RegisterPublisher(reg, n.pub), metrics.RegisterNATSClient(reg, n.bus),
+	}
+	switch st := n.store.(type) {
+	case *embedded.Store:
+		errs = append(errs, metrics.RegisterStoreDeletes(reg, &st.Counters().Deletes),
+			metrics.RegisterEmbeddedCommits(reg, &st.Counters().Writes, &st.Counters().Commits))
+	case *cassandra.Store:
+		errs = append(errs, metrics.RegisterCassandra(reg, st), metrics.RegisterStoreDeletes(reg, &st.Counters().Deletes))
+	}
+	if n.rollup != nil {
+		errs = append(errs, n.rollup.RegisterMetrics(reg))
+	}
+	if n.stream.Domain != "" {
 		// The region's own stream: the outage budget in use.
-		regs = append(regs, metrics.RegisterRegionStream(reg, n.bus, stream))
+		errs = append(errs, metrics.RegisterRegionStream(reg, n.bus, n.stream))
 	}
 	if n.directory != nil {
-		regs = append(regs, metrics.RegisterRedisDirectory(reg, n.directory))
+		errs = append(errs, metrics.RegisterRedisDirectory(reg, n.directory))
 	}
-	if err := errors.Join(regs...); err != nil {
-		return nil, err
+	if n.gossip != nil {
+		errs = append(errs, metrics.RegisterGossip(reg, n.gossip))
 	}
+	return errors.Join(errs...)
+}
+
+// buildHTTP builds the HTTP server: the API's handler with /metrics, the
+// cluster route (with gossip) and the in-process rollup's admin routes
+// (standalone; keep the address private), behind the bearer-token check,
+// served with the certificate of loadTLS.
+func (n *Node) buildHTTP(context.Context) error {
 	var routes []httpapi.Option
 	if n.gossip != nil {
 		routes = append(routes, httpapi.WithCluster(n.gossip))
 	}
 	if n.rollup != nil {
-		// The in-process rollup's admin routes (keep the address private).
 		routes = append(routes, httpapi.WithAdmin(n.rollup.Recounter()))
 	}
-	handler, err := httpapi.New(n.agent, httpapi.Config{Region: cfg.Region, Regions: cfg.Regions, TrendingCounters: n.agent.TrendingCounters()},
-		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, logger, routes...)
+	handler, err := httpapi.New(n.agent, httpapi.Config{Region: n.cfg.Region, Regions: n.cfg.Regions, TrendingCounters: n.agent.TrendingCounters()},
+		promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}), n.reg, n.logger, routes...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if handler, n.tokens, err = listener.Authenticate(cfg.Auth, cfg.Agent.HTTP, handler, reg, logger); err != nil {
-		return nil, err
+	handler, tokens, err := listener.Authenticate(n.cfg.Auth, n.cfg.Agent.HTTP, handler, n.reg, n.logger)
+	if err != nil {
+		return err
+	}
+	if tokens != nil {
+		n.opened.PushCloser(n.logger, tokens, "stop the token file reloads")
 	}
 	n.httpSrv = httpapi.NewServer(handler, httpapi.ServerConfig{
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
-		Logger:      logger,
-		TLS:         tlsCerts,
+		Logger:      n.logger,
+		TLS:         n.certs,
 	})
-	n.startComponents(max(cfg.Agent.FlushInterval, time.Second))
-	mode := "standalone"
-	if !cfg.Standalone() {
-		mode = "region"
-	}
-	logger.Info("started", "component", "edge-agent", "mode", mode, "region", cfg.Region,
-		"agent", cfg.Agent.ID, "http", n.Addr(), "partitions", cfg.Partitions)
-	return n, nil
+	return nil
 }
 
 // startComponents starts the goroutines of the node under one errgroup:
@@ -312,7 +440,7 @@ func (n *Node) Addr() string { return n.ln.Addr().String() }
 func (n *Node) Scheme() string { return n.httpSrv.Scheme() }
 
 // AgentID is the agent's id: the one recorded in the data directory.
-func (n *Node) AgentID() string { return n.agentID }
+func (n *Node) AgentID() string { return n.cfg.Agent.ID }
 
 // Failed is done when a component stopped on its own; its error is
 // context.Cause(Failed()), and Shutdown returns it.
@@ -347,7 +475,8 @@ func (n *Node) Wait(ctx context.Context, timeout time.Duration) error {
 //     drains and closes;
 //  4. leave gossip: peers drop this agent's summaries now rather than when
 //     they find it dead;
-//  5. close stores: the directory, the broker, the store.
+//  5. close stores: the directory, the broker, the store (with the rest
+//     of what the start opened, in reverse order).
 //
 // It returns the error of a component that failed, and an error for each
 // step that did not complete (the rest still runs).
@@ -380,7 +509,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 	}
 	failed := n.group.Wait()
-	n.close()
+	n.opened.Close()
 	if err := errors.Join(errs...); err != nil {
 		return errors.Join(failed, fmt.Errorf("cannot stop cleanly: %w", err))
 	}
@@ -389,39 +518,5 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 // closeBus drains the broker connection.
 func (n *Node) closeBus() {
-	if n.bus != nil {
-		closer.Close(n.logger, n.bus, "drain broker connection")
-	}
-}
-
-// close releases everything that was opened, in reverse order. It ends
-// Shutdown, and undoes a failed start (when no component runs yet).
-func (n *Node) close() {
-	if n.ln != nil {
-		n.ln.Close() // closed already if it was served
-	}
-	n.tokens.Close()
-	n.certs.Close()
-	if n.agent != nil {
-		// After Shutdown this returns at once; after a failed start it
-		// stops the agent's loops before the bus and store close.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if err := n.agent.Stop(ctx); err != nil {
-			n.logger.Warn("agent stopped with an error", "err", err)
-		}
-		cancel()
-	}
-	if n.gossip != nil {
-		closer.Close(n.logger, n.gossip, "close gossip")
-	}
-	if n.directory != nil {
-		closer.Close(n.logger, n.directory, "close directory")
-	}
-	n.closeBus()
-	if n.broker != nil {
-		n.broker.Shutdown()
-	}
-	if n.store != nil {
-		closer.Close(n.logger, n.store, "close store")
-	}
+	closer.Close(n.logger, n.bus, "drain broker connection")
 }
