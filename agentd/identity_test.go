@@ -10,8 +10,9 @@ import (
 )
 
 // TestAgentIDKeptPerDataDirectory: the id made on first start is kept by
-// the next start on the same --data, another directory gets another id,
-// and a configured id that differs from the recorded one refuses to start.
+// the next start on the same data directory, another directory gets
+// another id, and a configured id that differs from the recorded one
+// refuses to start.
 func TestAgentIDKeptPerDataDirectory(t *testing.T) {
 	dir := t.TempDir()
 	n := startTestNode(t, dir, time.Second)

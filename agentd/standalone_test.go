@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/agentd/agentdtest"
+	"github.com/edgecount/edgecount/client"
 	"github.com/edgecount/edgecount/config"
 )
 
@@ -62,15 +63,6 @@ func shutdown(t *testing.T, n *Node) {
 	}
 }
 
-type reactionJSON struct {
-	UserID    string `json:"user_id"`
-	ContentID string `json:"content_id"`
-	Action    string `json:"action"`
-	Previous  string `json:"previous"`
-	Version   int64  `json:"version"`
-	Changed   bool   `json:"changed"`
-}
-
 // TestStandaloneEndToEnd drives a whole standalone node (agent, real
 // embedded NATS JetStream, rollup, embedded store) over HTTP, restarts it
 // on the same data directory, and checks that totals and reactions
@@ -83,7 +75,7 @@ func TestStandaloneEndToEnd(t *testing.T) {
 	for _, u := range []string{"alice", "bob", "carol"} {
 		agentdtest.Call(t, "POST", base+"/v1/reactions", map[string]string{"user_id": u, "content_id": "video-1", "action": "like"}, 200, nil)
 	}
-	var r reactionJSON
+	var r client.ReactResult
 	agentdtest.Call(t, "POST", base+"/v1/reactions", map[string]string{"user_id": "carol", "content_id": "video-1", "action": "dislike"}, 200, &r)
 	if r.Previous != "like" || r.Action != "dislike" || r.Version != 2 || !r.Changed {
 		t.Fatalf("switch = %+v", r)

@@ -19,7 +19,7 @@ import (
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
-// TestTLSListener runs a standalone agent with --tls-cert and --tls-key:
+// TestTLSListener runs a standalone agent with a certificate (agent.tls):
 // the API, health, readiness and metrics answer over HTTPS (and a write
 // counts); plain HTTP on the port gets a 400; SIGHUP (a real signal to this
 // process) makes new connections get the replaced certificate, and a

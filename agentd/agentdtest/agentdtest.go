@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/client"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
 
@@ -50,14 +51,9 @@ func Call(t testing.TB, method, url string, body any, wantStatus int, out any) {
 	}
 }
 
-// Counts is the answer of GET /v1/counts/{id}.
-type Counts struct {
-	ContentID string           `json:"content_id"`
-	Region    string           `json:"region"`
-	Likes     int64            `json:"likes"`
-	Dislikes  int64            `json:"dislikes"`
-	Counters  map[string]int64 `json:"counters"`
-}
+// Counts is the answer of GET /v1/counts/{id}, which String reduces to
+// the totals.
+type Counts client.Counts
 
 // String gives the totals, which is what WaitCounts compares.
 func (c Counts) String() string {
