@@ -6,4 +6,7 @@
 // Every metric is read at scrape time from the component, so registering
 // costs nothing on the hot paths. Registration functions return an error
 // rather than panic when a name is already registered.
+//
+// NewRegistry is the registry a process serves on /metrics: the Go
+// runtime's and the process's collectors, and then the components'.
 package metrics
