@@ -96,12 +96,13 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		// The listener's certificate first: one that does not load fails
 		// the start before anything opens.
 		n.loadTLS,
-		// The store, the bus and the log.
+		// The identity the data directory records, the store, the bus
+		// and, standalone, the in-process rollup.
 		n.loadIdentity,
 		n.openStore,
 		n.openBus,
 		n.buildRollup,
-		// The agent.
+		// The agent and its log.
 		n.buildAgent,
 		// HTTP, and gossip, which tells the peers the HTTP address.
 		n.listen,
