@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/apijson"
 	"github.com/edgecount/edgecount/openapi"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
@@ -382,14 +383,14 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.svc.Ready(r.Context()); err != nil {
 		a.answer(w, http.StatusServiceUnavailable, func(dst []byte) []byte {
-			return append(appendString(append(dst, `{"status":"not ready","error":`...), err.Error()), '}')
+			return append(apijson.AppendString(append(dst, `{"status":"not ready","error":`...), err.Error()), '}')
 		})
 		return
 	}
 	if d, ok := a.svc.(Degrader); ok {
 		if problems := d.Degraded(r.Context()); len(problems) > 0 {
 			a.answer(w, http.StatusOK, func(dst []byte) []byte {
-				return appendList(dst, `{"status":"degraded","degraded":[`, problems, appendString)
+				return appendList(dst, `{"status":"degraded","degraded":[`, problems, apijson.AppendString)
 			})
 			return
 		}
