@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/httpserver"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
@@ -62,7 +63,7 @@ func BenchmarkServerAgentReads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := NewServer(h, ServerConfig{})
+	s := httpserver.New(h, httpserver.Config{})
 	run := func(b *testing.B, perReq int, req func(i int) string) {
 		var ctx fasthttp.RequestCtx
 		br := bufio.NewReader(strings.NewReader(""))
@@ -80,7 +81,7 @@ func BenchmarkServerAgentReads(b *testing.B) {
 			if err := ctx.Request.Read(br); err != nil {
 				b.Fatal(err)
 			}
-			s.serve(&ctx)
+			s.ServeFastHTTP(&ctx)
 			if ctx.Response.StatusCode() != http.StatusOK {
 				b.Fatalf("status = %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 			}

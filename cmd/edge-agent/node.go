@@ -20,6 +20,7 @@ import (
 	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/httpserver"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
@@ -54,7 +55,7 @@ type node struct {
 	agent     *region.Agent
 	rows      *natsjs.RowSubscription // the rollup's row pushes
 	agentID   string
-	httpSrv   *httpapi.Server
+	httpSrv   *httpserver.Server
 	tokens    *cli.TokenWatch // nil when the API runs open
 	certs     *cli.Watch      // reloads the TLS certificate; nil without TLS
 	ln        net.Listener
@@ -255,7 +256,7 @@ func startNode(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *
 	if handler, n.tokens, err = cli.Authenticate(cfg.Auth, cfg.Agent.HTTP, handler, reg, logger); err != nil {
 		return nil, err
 	}
-	n.httpSrv = httpapi.NewServer(handler, httpapi.ServerConfig{
+	n.httpSrv = httpserver.New(handler, httpserver.Config{
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
 		Logger:      logger,

@@ -5,8 +5,8 @@
 //	floor -addr 127.0.0.1:18090 -mode bare      # a read/write loop
 //	floor -addr 127.0.0.1:18090 -mode nethttp   # net/http, trivial handler
 //	floor -addr 127.0.0.1:18090 -mode fasthttp  # fasthttp, trivial handler
-//	floor -addr 127.0.0.1:18090 -mode server    # httpapi.Server, trivial handler
-//	floor -addr 127.0.0.1:18090 -mode lookup    # httpapi.Server, the least read
+//	floor -addr 127.0.0.1:18090 -mode server    # httpserver.Server, trivial handler
+//	floor -addr 127.0.0.1:18090 -mode lookup    # httpserver.Server, the least read
 //	floor -addr 127.0.0.1:18090 -mode bare-lookup  # a read/write loop, the least read
 //
 // The answer is a count row of the size GET /v1/counts/{id} answers (with
@@ -37,7 +37,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/httpserver"
 )
 
 // row is one count as GET /v1/counts answers it (~190 bytes).
@@ -90,15 +90,15 @@ func main() {
 			c.SetBodyString(body)
 		}}).Serve(ln)
 	case "server":
-		// httpapi.Server (fasthttp under the net/http adapter the agent
+		// httpserver.Server (fasthttp under the net/http adapter the agent
 		// runs) with a trivial handler: what the adapter adds to fasthttp.
 		b, ct := []byte(body), []string{"application/json"}
-		err = httpapi.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err = httpserver.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Content-Type"] = ct
 			w.Write(b) //nolint:errcheck // the client may be gone
-		}), httpapi.ServerConfig{}).Serve(ln)
+		}), httpserver.Config{}).Serve(ln)
 	case "lookup":
-		err = httpapi.NewServer(lookupHandler(), httpapi.ServerConfig{}).Serve(ln)
+		err = httpserver.New(lookupHandler(), httpserver.Config{}).Serve(ln)
 	default:
 		err = fmt.Errorf("mode %q: want bare, bare-lookup, nethttp, fasthttp, server or lookup", *mode)
 	}
@@ -288,7 +288,7 @@ func serveBareLookup(c net.Conn, l *lookup) {
 				return
 			}
 			out = out[:0]
-			runtime.Gosched() // as httpapi.Server's lingerConn does
+			runtime.Gosched() // as httpserver.Server's lingerConn does
 		}
 	}
 }
