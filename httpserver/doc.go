@@ -42,8 +42,8 @@
 // before it is due and fires at most one tick late, the tick being 1/16 of
 // the shortest of the three timeouts (at least 5 ms, at most 250 ms); a
 // deadline set again (the next request) lifts one the sweeper expired, so
-// a busy connection is never cut. The sweeper ends at Shutdown, or once
-// no Serve runs and no connection is left.
+// a busy connection is never cut. The sweeper ends at Shutdown, which
+// waits for it, or once no Serve runs and no connection is left.
 //
 // Thread-safety: Serve may run on several listeners at once, and Shutdown
 // may be called from any goroutine (Serve then returns

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -78,7 +79,8 @@ func TestServerRejectsUnreadable(t *testing.T) {
 
 // TestShutdown: Serve returns http.ErrServerClosed, a request in progress
 // finishes, and one still running when Shutdown's context ends sees its
-// own context done; a Serve after Shutdown returns at once.
+// own context done and its connection closed; a Serve after Shutdown
+// returns at once.
 func TestShutdown(t *testing.T) {
 	started := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +122,11 @@ func TestShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request's context was never done")
 	}
+	// The connection Shutdown left open is closed, not kept alive.
+	testenv.Eventually(t, 5*time.Second, "every connection closed after Shutdown", func() (string, bool) {
+		n := srv.OpenConns()
+		return fmt.Sprintf("%d open", n), n == 0
+	})
 	ln2, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -55,8 +55,9 @@ type Server struct {
 	// tick (deadline.go) while sweeping; serving counts the running Serves.
 	conns    connSet
 	tick     time.Duration
-	sweeping bool // under mu
-	serving  int  // under mu
+	sweeping bool           // under mu
+	sweeper  sync.WaitGroup // the sweeper's goroutine, for Shutdown
+	serving  int            // under mu
 }
 
 // Config configures a Server. Zero values take the defaults.
@@ -194,7 +195,10 @@ func (s *Server) ServeFastHTTP(ctx *fasthttp.RequestCtx) { s.serve(ctx) }
 
 // Shutdown stops accepting, lets the requests in progress finish, closes
 // idle connections and returns once every connection is closed or ctx is
-// done; then the context of the requests still running is done too.
+// done. When ctx is done first, the context of the requests still running
+// is done too and their connections are closed (their answers may be
+// lost), and Shutdown returns ctx's error: no connection outlives Shutdown
+// by more than its handler does. Shutdown waits for the sweeper to end.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed.Store(true)
@@ -207,6 +211,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer stop()
 	err := s.fs.ShutdownWithContext(ctx)
 	s.cancel()
+	if ctx.Err() != nil {
+		// fasthttp leaves the connections it did not close running, kept
+		// alive, and the sweeper no longer enforces their timeouts.
+		s.conns.closeAll()
+	}
+	s.sweeper.Wait() // no Serve starts it again: closed is set under mu
 	if errors.Is(err, net.ErrClosed) {
 		err = nil // closed above
 	}
