@@ -147,7 +147,7 @@ func BenchmarkGetCounts16(b *testing.B) {
 	benchServe(b, http.MethodGet, "/v1/counts?"+idsQuery(ids...), nil, 16, http.StatusOK)
 }
 
-// benchServer serves a raw request repeatedly through Server's adapter
+// benchServer serves a raw request repeatedly through httpserver's adapter
 // (fasthttp's request and response, the pooled *http.Request, the API
 // handler), minus the connection: what the server path adds to the
 // handler benchmarks above.

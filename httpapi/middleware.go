@@ -107,14 +107,14 @@ func (a *api) fastRoute(rw *respWriter, r *http.Request) bool {
 	return true
 }
 
-// HeadersRead tells httpserver (a HeaderSkipper) which requests the API answers
-// reading no header: GET /v1/counts and GET /v1/counts/{content_id},
-// however the mux or fastRoute takes them (getCounts, getCount and
-// serveCount read none; any other path under /v1/counts, e.g.
-// /v1/countsx, goes to the mux's 404, which reads none either); and which
-// it answers reading only Content-Type: POST /v1/counts (postCounts reads
-// it to tell protobuf, nothing else). Every other request gets all its
-// headers.
+// HeadersRead tells httpserver (as a HeaderSkipper) which requests the
+// API answers reading no header: GET /v1/counts and GET
+// /v1/counts/{content_id}, however the mux or fastRoute takes them
+// (getCounts, getCount and serveCount read none; any other path under
+// /v1/counts, e.g. /v1/countsx, goes to the mux's 404, which reads none
+// either); and which it answers reading only Content-Type: POST
+// /v1/counts (postCounts reads it to tell protobuf, nothing else). Every
+// other request gets all its headers.
 func (a *api) HeadersRead(method string, uri []byte) httpserver.HeaderUse {
 	const p = "/v1/counts"
 	if len(uri) < len(p) || string(uri[:len(p)]) != p {
