@@ -21,6 +21,7 @@ import (
 	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/httpserver"
 	"github.com/edgecount/edgecount/listener"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
@@ -62,9 +63,9 @@ type Node struct {
 	pub       *natsjs.Publisher       // the agent's flushes
 	rows      *natsjs.RowSubscription // the rollups' row pushes
 	ln        net.Listener
-	gossip    *gossip.Node   // with gossip.bind only
-	certs     *httpapi.Certs // the listener's certificate; nil without TLS
-	httpSrv   *httpapi.Server
+	gossip    *gossip.Node      // with gossip.bind only
+	certs     *httpserver.Certs // the listener's certificate; nil without TLS
+	httpSrv   *httpserver.Server
 
 	// The components that run on goroutines (HTTP, the rollup, the
 	// gossip broadcaster) run under group; failed is done when one of
@@ -393,7 +394,7 @@ func (n *Node) buildHTTP(context.Context) error {
 	if tokens != nil {
 		n.opened.PushCloser(n.logger, tokens, "stop the token file reloads")
 	}
-	n.httpSrv = httpapi.NewServer(handler, httpapi.ServerConfig{
+	n.httpSrv = httpserver.New(handler, httpserver.Config{
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
 		Logger:      n.logger,

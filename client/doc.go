@@ -8,8 +8,11 @@
 // applied (503, 409, 429), waiting what its Retry-After asks (capped), and
 // for reads and reactions also when there was no answer at all. A batch
 // of increments without an answer is not retried unless
-// WithRetryUnanswered is set: until the server honours idempotency keys, a
-// retry of a batch that did apply would count it twice.
+// WithRetryUnanswered is set. An edge agent honours the key on POST
+// /v1/increments and POST /v1/reactions (docs/idempotency.md): within its
+// window it applies a key once and answers a retry with the first answer.
+// But keys are per agent: a retry that a load balancer sends to another
+// agent is applied again, and would count a batch that did apply twice.
 //
 //	c, err := client.New("http://127.0.0.1:8080")
 //	_, err = c.Increments(ctx, []client.Increment{{ContentID: "video-1", Counter: "view", Delta: 1}})

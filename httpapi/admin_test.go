@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/rollup"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
@@ -43,7 +44,7 @@ func newAdminFixture(t *testing.T) *adminFixture {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &adminFixture{st: st, rc: rc, h: viaServer(t, NewAdmin(rc, nil))}
+	return &adminFixture{st: st, rc: rc, h: httpservertest.Via(t, NewAdmin(rc, nil))}
 }
 
 func (f *adminFixture) do(t *testing.T, method, target, contentType, body string) (int, http.Header, string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/httpserver"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
@@ -25,10 +26,11 @@ func (nopPublisher) Publish(context.Context, uint32, string, []byte) error { ret
 
 // BenchmarkServerAgentReads serves count reads of a real agent (its read
 // cache warm with 10^4 items of three counters, a real embedded store
-// behind it) through Server's handler, in process, without the
-// connection: what a warm read costs above fasthttp and the kernel, the
-// share of issue 13's G5 and G6 budgets this code owns. The file builds
-// against older trees too, for a same-run A/B:
+// behind it) through httpserver's handler (Server.ServeFastHTTP), in
+// process, without the connection: what a warm read costs above fasthttp
+// and the kernel, the share of issue 13's G5 and G6 budgets this code
+// owns. The file builds against any tree that has package httpserver,
+// for a same-run A/B (before it, httpapi.NewServer and s.serve):
 //
 //	taskset -c 1 go test ./httpapi -run '^$' -bench ServerAgentReads -count 3
 func BenchmarkServerAgentReads(b *testing.B) {
@@ -62,7 +64,7 @@ func BenchmarkServerAgentReads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := NewServer(h, ServerConfig{})
+	s := httpserver.New(h, httpserver.Config{})
 	run := func(b *testing.B, perReq int, req func(i int) string) {
 		var ctx fasthttp.RequestCtx
 		br := bufio.NewReader(strings.NewReader(""))
@@ -80,7 +82,7 @@ func BenchmarkServerAgentReads(b *testing.B) {
 			if err := ctx.Request.Read(br); err != nil {
 				b.Fatal(err)
 			}
-			s.serve(&ctx)
+			s.ServeFastHTTP(&ctx)
 			if ctx.Response.StatusCode() != http.StatusOK {
 				b.Fatalf("status = %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 			}

@@ -14,6 +14,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -145,7 +147,7 @@ func BenchmarkGetCounts16(b *testing.B) {
 	benchServe(b, http.MethodGet, "/v1/counts?"+idsQuery(ids...), nil, 16, http.StatusOK)
 }
 
-// benchServer serves a raw request repeatedly through Server's adapter
+// benchServer serves a raw request repeatedly through httpserver's adapter
 // (fasthttp's request and response, the pooled *http.Request, the API
 // handler), minus the connection: what the server path adds to the
 // handler benchmarks above.
@@ -153,7 +155,7 @@ func benchServer(b *testing.B, raw string, items, wantStatus int) {
 	ta := newTestAPI(b, testConfig())
 	ta.fake.noRecord = true
 	seed(ta.fake)
-	s := NewServer(ta.h, ServerConfig{})
+	s := httpserver.New(ta.h, httpserver.Config{})
 	var ctx fasthttp.RequestCtx
 	br := bufio.NewReader(strings.NewReader(""))
 	rd := strings.NewReader(raw)
@@ -166,7 +168,7 @@ func benchServer(b *testing.B, raw string, items, wantStatus int) {
 		if err := ctx.Request.Read(br); err != nil {
 			b.Fatal(err)
 		}
-		s.serve(&ctx)
+		s.ServeFastHTTP(&ctx)
 		if ctx.Response.StatusCode() != wantStatus {
 			b.Fatalf("status = %d, want %d: %s", ctx.Response.StatusCode(), wantStatus, ctx.Response.Body())
 		}
@@ -214,7 +216,7 @@ func BenchmarkLoopback(b *testing.B) {
 				seed(ta.fake)
 				var addr string
 				if srv == "server" {
-					addr = startServer(b, ta.h, ServerConfig{})
+					addr = httpservertest.Start(b, ta.h, httpserver.Config{})
 				} else {
 					ln, err := net.Listen("tcp", "127.0.0.1:0")
 					if err != nil {

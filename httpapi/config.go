@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/httpserver"
 )
 
 // Config configures the API. Zero limits take their defaults (see
@@ -35,9 +36,10 @@ type Config struct {
 	TrendingCounters []string
 }
 
-// Defaults.
+// Defaults. The body limit is the server's (httpserver), so that a body
+// over it gets the same 413 from either.
 const (
-	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxBodyBytes  = httpserver.DefaultMaxBodyBytes
 	DefaultMaxIncrements = 10000
 	DefaultMaxBatchIDs   = 100
 	DefaultRetryAfter    = time.Second

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/apijson"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -29,67 +29,9 @@ func badField(field, msg string) *apiError {
 	return &apiError{status: http.StatusBadRequest, field: field, msg: field + " " + msg}
 }
 
-// appendError appends {"error":…,"field":…}; field is left out when empty.
+// appendError appends the API's error body for e (apijson.AppendError).
 func appendError(dst []byte, e *apiError) []byte {
-	dst = append(dst, `{"error":`...)
-	dst = appendString(dst, e.msg)
-	if e.field != "" {
-		dst = append(dst, `,"field":`...)
-		dst = appendString(dst, e.field)
-	}
-	return append(dst, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Invalid UTF-8 bytes become
-// U+FFFD, as with encoding/json; HTML characters are not escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return apijson.AppendError(dst, e.msg, e.field)
 }
 
 // appendList appends open (which ends in '['), one element per item
@@ -131,9 +73,9 @@ func appendReactResult(dst []byte, userID, contentID string, res region.ReactRes
 // {"user_id":…,"content_id":…,"action":"…" (the object left open).
 func appendReactionHead(dst []byte, userID, contentID string, action engagement.Action) []byte {
 	dst = append(dst, `{"user_id":`...)
-	dst = appendString(dst, userID)
+	dst = apijson.AppendString(dst, userID)
 	dst = append(dst, `,"content_id":`...)
-	dst = appendString(dst, contentID)
+	dst = apijson.AppendString(dst, contentID)
 	dst = append(dst, `,"action":"`...)
 	dst = append(dst, action.String()...)
 	return append(dst, '"')
@@ -169,7 +111,7 @@ func appendCountRead(dst []byte, contentID string, q queryParams, rd *region.Cou
 				if i > 0 {
 					dst = append(dst, ',')
 				}
-				dst = appendString(dst, p)
+				dst = apijson.AppendString(dst, p)
 			}
 			dst = append(dst, ']')
 		}
@@ -323,9 +265,9 @@ func appendCounts(dst []byte, contentID, scope string, st *engagement.Stats) []b
 		st = &zero
 	}
 	dst = append(dst, `{"content_id":`...)
-	dst = appendString(dst, contentID)
+	dst = apijson.AppendString(dst, contentID)
 	dst = append(dst, `,"region":`...)
-	dst = appendString(dst, scope)
+	dst = apijson.AppendString(dst, scope)
 	dst = append(dst, `,"likes":`...)
 	dst = strconv.AppendInt(dst, st.Likes, 10)
 	dst = append(dst, `,"dislikes":`...)
@@ -344,7 +286,7 @@ func appendCounts(dst []byte, contentID, scope string, st *engagement.Stats) []b
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, c.name)
+		dst = apijson.AppendString(dst, c.name)
 		dst = append(dst, ':')
 		dst = strconv.AppendInt(dst, c.value, 10)
 	}

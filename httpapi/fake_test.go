@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/region"
 )
@@ -221,7 +222,7 @@ func newTestAPI(t testing.TB, cfg Config) *testAPI {
 		t.Fatalf("New() error = %v", err)
 	}
 	ta.h = h
-	ta.srv = viaServer(t, h)
+	ta.srv = httpservertest.Via(t, h)
 	return ta
 }
 

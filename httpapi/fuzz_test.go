@@ -258,28 +258,6 @@ func FuzzTrendingQuery(f *testing.F) {
 	})
 }
 
-// FuzzAppendString checks the JSON string encoder against encoding/json.
-func FuzzAppendString(f *testing.F) {
-	f.Fuzz(func(t *testing.T, s string) {
-		out := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("appendString(%q) = %s, not a JSON string: %v", s, out, err)
-		}
-		std, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want string
-		if err := json.Unmarshal(std, &want); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("appendString(%q) reads back as %q, encoding/json's as %q", s, got, want)
-		}
-	})
-}
-
 // FuzzIdempotencyKey: the Idempotency-Key parser accepts exactly 1 to 128
 // bytes of printable ASCII and refuses anything else with a 400 naming
 // the header, before the body is read or the Service called.

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/apijson"
 	"github.com/edgecount/edgecount/openapi"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store"
@@ -27,19 +28,30 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 }
 
 // wholeWriter is a ResponseWriter that takes a whole answer with no
-// header but its Content-Type in one call, without the header map: the
-// Server's writer, through the API's wrapper (respWriter).
+// header but its Content-Type without the header map, its body appended
+// straight to the answer's buffer: httpserver's writer, and the API's
+// wrapper (respWriter) around it.
 type wholeWriter interface {
-	// writeWhole answers status with body, and reports false, having
+	// StartWhole starts an answer of status with contentType and returns
+	// the body buffer, empty, to append to; it reports false, having
 	// done nothing, when the answer has started or has headers set.
-	writeWhole(status int, contentType string, body []byte) bool
+	StartWhole(status int, contentType string) ([]byte, bool)
+	// EndWhole makes body, StartWhole's buffer appended to, the answer's.
+	EndWhole(body []byte)
 }
 
-// writeWhole answers status with body through w's writeWhole when w has
-// one and no header is set; it reports whether it answered.
+// writeWhole answers status with body through w's StartWhole and EndWhole
+// when w has them and no header is set; it reports whether it answered.
 func writeWhole(w http.ResponseWriter, status int, contentType string, body []byte) bool {
 	ww, ok := w.(wholeWriter)
-	return ok && ww.writeWhole(status, contentType, body)
+	if !ok {
+		return false
+	}
+	buf, ok := ww.StartWhole(status, contentType)
+	if ok {
+		ww.EndWhole(append(buf, body...))
+	}
+	return ok
 }
 
 // contentLengths holds the Content-Length values of small answers, shared
@@ -88,7 +100,7 @@ func (a *api) answer(w http.ResponseWriter, status int, build func(dst []byte) [
 }
 
 // buildAnswer answers status with the body build appends straight to the
-// Server's response buffer, when w is the Server's writer behind the API's
+// server's response buffer, when w is httpserver's writer behind the API's
 // (respWriter) and the answer can be whole (only a Content-Type): one copy
 // of a 16-id read's ~3 KB fewer than building it apart. It reports false,
 // having done nothing, otherwise. build is called directly (not through an
@@ -98,14 +110,11 @@ func buildAnswer(w http.ResponseWriter, status int, contentType string, build fu
 	if !ok {
 		return false
 	}
-	resp := rw.startWhole(status, contentType)
-	if resp == nil {
-		return false
+	buf, ok := rw.StartWhole(status, contentType)
+	if ok {
+		rw.EndWhole(build(buf))
 	}
-	// The response's pooled buffer, taken out, appended to and put back.
-	b := resp.SwapBody(nil)
-	resp.SwapBody(build(b[:0]))
-	return true
+	return ok
 }
 
 // serviceError answers an error of the Service, logging it when it is
@@ -382,14 +391,14 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.svc.Ready(r.Context()); err != nil {
 		a.answer(w, http.StatusServiceUnavailable, func(dst []byte) []byte {
-			return append(appendString(append(dst, `{"status":"not ready","error":`...), err.Error()), '}')
+			return append(apijson.AppendString(append(dst, `{"status":"not ready","error":`...), err.Error()), '}')
 		})
 		return
 	}
 	if d, ok := a.svc.(Degrader); ok {
 		if problems := d.Degraded(r.Context()); len(problems) > 0 {
 			a.answer(w, http.StatusOK, func(dst []byte) []byte {
-				return appendList(dst, `{"status":"degraded","degraded":[`, problems, appendString)
+				return appendList(dst, `{"status":"degraded","degraded":[`, problems, apijson.AppendString)
 			})
 			return
 		}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
@@ -51,7 +53,7 @@ func BenchmarkKeyedIncrements(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				url := "http://" + startServer(b, h, ServerConfig{}) + "/v1/increments"
+				url := "http://" + httpservertest.Start(b, h, httpserver.Config{}) + "/v1/increments"
 				var sb strings.Builder
 				sb.WriteString(`{"increments":[`)
 				for j := 0; j < size; j++ {

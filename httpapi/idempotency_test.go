@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/auth"
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	edgecountv1 "github.com/edgecount/edgecount/proto/edgecount/v1"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
@@ -57,7 +59,7 @@ func newKeyedServer(t *testing.T, wrap func(http.Handler) http.Handler) *keyedSe
 	if wrap != nil {
 		h = wrap(h)
 	}
-	ks.base = "http://" + startServer(t, h, ServerConfig{})
+	ks.base = "http://" + httpservertest.Start(t, h, httpserver.Config{})
 	return ks
 }
 

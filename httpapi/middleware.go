@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/valyala/fasthttp"
+	"github.com/edgecount/edgecount/httpserver"
 )
 
 // routed marks the answer as the route's own, so that the wrapper passes it
@@ -31,8 +31,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var start time.Time
-	if s, ok := w.(interface{ started() time.Time }); ok {
-		start = s.started() // Server's: when the request was read
+	if s, ok := w.(startedWriter); ok {
+		start = s.Started() // httpserver's: when the request was read
 	} else {
 		start = time.Now()
 	}
@@ -107,26 +107,32 @@ func (a *api) fastRoute(rw *respWriter, r *http.Request) bool {
 	return true
 }
 
-// headersRead tells Server (headerSkipper) which requests the API answers
-// reading no header: GET /v1/counts and GET /v1/counts/{content_id},
-// however the mux or fastRoute takes them (getCounts, getCount and
-// serveCount read none; any other path under /v1/counts, e.g.
-// /v1/countsx, goes to the mux's 404, which reads none either); and which
-// it answers reading only Content-Type: POST /v1/counts (postCounts reads
-// it to tell protobuf, nothing else). Every other request gets all its
-// headers.
-func (a *api) headersRead(method string, uri []byte) headerUse {
+// HeadersRead tells httpserver (as a HeaderSkipper) which requests the
+// API answers reading no header: GET /v1/counts and GET
+// /v1/counts/{content_id}, however the mux or fastRoute takes them
+// (getCounts, getCount and serveCount read none; any other path under
+// /v1/counts, e.g. /v1/countsx, goes to the mux's 404, which reads none
+// either); and which it answers reading only Content-Type: POST
+// /v1/counts (postCounts reads it to tell protobuf, nothing else). Every
+// other request gets all its headers.
+func (a *api) HeadersRead(method string, uri []byte) httpserver.HeaderUse {
 	const p = "/v1/counts"
 	if len(uri) < len(p) || string(uri[:len(p)]) != p {
-		return readsAllHeaders
+		return httpserver.ReadsAllHeaders
 	}
 	switch {
 	case method == http.MethodGet:
-		return readsNoHeader
+		return httpserver.ReadsNoHeader
 	case method == http.MethodPost && (len(uri) == len(p) || uri[len(p)] == '?'):
-		return readsContentType
+		return httpserver.ReadsContentType
 	}
-	return readsAllHeaders
+	return httpserver.ReadsAllHeaders
+}
+
+// startedWriter is a ResponseWriter that knows when its request was read:
+// httpserver's.
+type startedWriter interface {
+	Started() time.Time
 }
 
 // recovered logs a handler panic and answers 500 when nothing was written.
@@ -186,32 +192,25 @@ func (w *respWriter) WriteHeader(code int) {
 	w.w.WriteHeader(code)
 }
 
-// writeWhole passes a route's whole answer to the server's writer when it
-// takes one (wholeWriter).
-func (w *respWriter) writeWhole(status int, contentType string, body []byte) bool {
-	resp := w.startWhole(status, contentType)
-	if resp == nil {
-		return false
-	}
-	resp.AppendBody(body)
-	return true
-}
-
-// startWhole is the Server writer's startWhole through the wrapper: the
-// response of a route's whole answer, whose body the caller appends
-// (writeWhole) or builds in place (buildAnswer); nil when w.w is another
+// StartWhole is the server writer's StartWhole (wholeWriter) through the
+// wrapper, for a route's whole answer, whose body the caller appends
+// (writeWhole) or builds in place (buildAnswer); false when w.w is another
 // writer or the answer cannot be whole.
-func (w *respWriter) startWhole(status int, contentType string) *fasthttp.Response {
-	fw, ok := w.w.(*fastWriter)
+func (w *respWriter) StartWhole(status int, contentType string) ([]byte, bool) {
+	ww, ok := w.w.(wholeWriter)
 	if !ok || w.wrote || !w.routed || status < 200 {
-		return nil
+		return nil, false
 	}
-	resp := fw.startWhole(status, contentType)
-	if resp != nil {
+	buf, ok := ww.StartWhole(status, contentType)
+	if ok {
 		w.wrote, w.status = true, status
 	}
-	return resp
+	return buf, ok
 }
+
+// EndWhole hands the body StartWhole's buffer was appended to back to
+// the server's writer.
+func (w *respWriter) EndWhole(body []byte) { w.w.(wholeWriter).EndWhole(body) }
 
 func (w *respWriter) Write(b []byte) (int, error) {
 	if !w.wrote {

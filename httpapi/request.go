@@ -208,8 +208,8 @@ func (a *api) readBodyString(w http.ResponseWriter, r *http.Request) (string, *a
 	return a.readBodyAs(w, r, false)
 }
 
-// readBodyTransient is readBodyString, except that Server's body is not
-// copied: the string is fasthttp's request buffer itself, which fasthttp
+// readBodyTransient is readBodyString, except that httpserver's body is
+// not copied: the string is fasthttp's request buffer itself, which fasthttp
 // reuses once the handler returns. So it is for a handler whose decoded
 // strings go only to a call whose contract says they are valid during the
 // call alone (Service.Increment, Idempotent.IncrementOnce) and to the
@@ -221,15 +221,24 @@ func (a *api) readBodyTransient(w http.ResponseWriter, r *http.Request) (string,
 	return a.readBodyAs(w, r, true)
 }
 
+// heldBody is a request body the server has read whole and holds in its
+// own buffer: httpserver's.
+type heldBody interface {
+	// Size is the length of the whole body.
+	Size() int64
+	// TakeRest returns the unread rest of the body, the server's buffer
+	// itself (valid until the handler returns), and marks it read.
+	TakeRest() []byte
+}
+
 func (a *api) readBodyAs(w http.ResponseWriter, r *http.Request, transient bool) (string, *apiError) {
 	if _, e := a.query(r, 0, nil); e != nil {
 		return "", e
 	}
-	if br, ok := r.Body.(*bodyReader); ok && int64(len(br.b)) <= a.cfg.MaxBodyBytes {
-		// Server's body, already read whole (and within its own limit):
-		// copied once, straight into the string, unless transient.
-		b := br.b[br.i:]
-		br.i = len(br.b)
+	if hb, ok := r.Body.(heldBody); ok && hb.Size() <= a.cfg.MaxBodyBytes {
+		// httpserver's body, already read whole (and within its own
+		// limit): copied once, straight into the string, unless transient.
+		b := hb.TakeRest()
 		if transient {
 			return unsafe.String(unsafe.SliceData(b), len(b)), nil
 		}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 )
 
 // TestRollupRoutes checks every route of the rollup's handler and
@@ -25,7 +27,7 @@ func TestRollupRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h = viaServer(t, h)
+	h = httpservertest.Via(t, h)
 	tests := []struct {
 		method, path string
 		readyErr     error

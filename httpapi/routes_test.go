@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/gossip"
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/rollup"
 )
 
@@ -43,7 +45,7 @@ func newRoutedAPI(t *testing.T, opts ...Option) http.Handler {
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
-	return viaServer(t, h)
+	return httpservertest.Via(t, h)
 }
 
 // serve answers one request of h.
@@ -190,7 +192,7 @@ func TestFastRouteAgreesWithMux(t *testing.T) {
 	}
 }
 
-// TestCountReadsReadNoHeader holds headersRead to the count handlers:
+// TestCountReadsReadNoHeader holds HeadersRead to the count handlers:
 // every request it names is answered through Server (which hands it no
 // header, or Content-Type alone) exactly as the handler answers it
 // directly with headers that would change the answer of a route that read
@@ -210,8 +212,8 @@ func TestCountReadsReadNoHeader(t *testing.T) {
 		"/v1/counts", "/v1/counts?content_id=c1&content_id=c2", "/v1/counts?content_id=c1;x",
 		"/v1/counts?content_id=c1&bogus=1", "/v1/countsx", "/v1/counts/?content_id=c1",
 	} {
-		if got := a.headersRead(http.MethodGet, []byte(target)); got != readsNoHeader {
-			t.Fatalf("headersRead(GET %s) = %d, want none", target, got)
+		if got := a.HeadersRead(http.MethodGet, []byte(target)); got != httpserver.ReadsNoHeader {
+			t.Fatalf("HeadersRead(GET %s) = %d, want none", target, got)
 		}
 		req := httptest.NewRequest(http.MethodGet, target, nil)
 		for k, v := range headers {
@@ -236,8 +238,8 @@ func TestCountReadsReadNoHeader(t *testing.T) {
 		{"/v1/counts", "application/x-protobuf", "\xff"},
 		{"/v1/counts?region=eu", "application/x-protobuf", body},
 	} {
-		if got := a.headersRead(http.MethodPost, []byte(c.target)); got != readsContentType {
-			t.Fatalf("headersRead(POST %s) = %d, want Content-Type alone", c.target, got)
+		if got := a.HeadersRead(http.MethodPost, []byte(c.target)); got != httpserver.ReadsContentType {
+			t.Fatalf("HeadersRead(POST %s) = %d, want Content-Type alone", c.target, got)
 		}
 		var answers [2]*httptest.ResponseRecorder
 		for i, h := range []http.Handler{ta.h, ta.srv} {
@@ -262,8 +264,8 @@ func TestCountReadsReadNoHeader(t *testing.T) {
 		{"GET", "/v1/trending"}, {"GET", "/v1/reactions/u/c1"}, {"GET", "/metrics"}, {"POST", "/v1/increments"},
 		{"PUT", "/v1/counts"},
 	} {
-		if got := a.headersRead(c.method, []byte(c.uri)); got != readsAllHeaders {
-			t.Errorf("headersRead(%s %s) = %d, want every header", c.method, c.uri, got)
+		if got := a.HeadersRead(c.method, []byte(c.uri)); got != httpserver.ReadsAllHeaders {
+			t.Errorf("HeadersRead(%s %s) = %d, want every header", c.method, c.uri, got)
 		}
 	}
 }

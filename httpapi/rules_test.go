@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 )
 
 // errorBody is the JSON of every error answer.
@@ -423,7 +426,7 @@ func TestInputRules(t *testing.T) {
 // without Content-Length, one byte under, at and over the limit.
 func TestOversizedBodyRealServer(t *testing.T) {
 	ta := newTestAPI(t, testConfig())
-	base := "http://" + startServer(t, ta.h, ServerConfig{})
+	base := "http://" + httpservertest.Start(t, ta.h, httpserver.Config{})
 	client := &http.Client{}
 	t.Cleanup(client.CloseIdleConnections)
 	valid := incBody(item(`"c1"`, `"view"`, "1"))
@@ -483,7 +486,7 @@ func TestOversizedBodyRealServer(t *testing.T) {
 // would wait; nothing reaches the service.
 func TestOversizedBodyClientWritesAllFirst(t *testing.T) {
 	ta := newTestAPI(t, testConfig())
-	addr := startServer(t, ta.h, ServerConfig{})
+	addr := httpservertest.Start(t, ta.h, httpserver.Config{})
 	for _, c := range []struct {
 		name  string
 		pause time.Duration // between 64 KiB chunks

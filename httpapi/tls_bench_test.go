@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/internal/testcert"
 )
 
@@ -25,7 +27,7 @@ func BenchmarkTLSLoopback(b *testing.B) {
 	incr := fmt.Sprintf("POST /v1/increments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	ca := testcert.NewCA(b, "bench")
 	pair := ca.Server(b, "srv")
-	certs, err := LoadCerts(pair.CertFile, pair.KeyFile)
+	certs, err := httpserver.LoadCerts(pair.CertFile, pair.KeyFile)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,11 +45,11 @@ func BenchmarkTLSLoopback(b *testing.B) {
 				ta := newTestAPI(b, testConfig())
 				ta.fake.noRecord = true
 				seed(ta.fake)
-				cfg := ServerConfig{}
+				cfg := httpserver.Config{}
 				if mode == "tls" {
 					cfg.TLS = certs
 				}
-				addr := startServer(b, ta.h, cfg)
+				addr := httpservertest.Start(b, ta.h, cfg)
 				round := []byte(strings.Repeat(c.raw, c.depth))
 				b.SetParallelism(8)
 				b.ResetTimer()

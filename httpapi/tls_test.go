@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/internal/testcert"
 	"github.com/edgecount/edgecount/internal/testenv"
 )
@@ -31,7 +33,7 @@ type tlsFixture struct {
 	ca                *testcert.CA
 	first             testcert.Pair
 	certFile, keyFile string
-	certs             *Certs
+	certs             *httpserver.Certs
 	addr              string
 	srvLog            *testenv.Buffer // the Server's own log, at debug level
 }
@@ -44,10 +46,10 @@ func newTLSFixture(t *testing.T) *tlsFixture {
 	f.certFile, f.keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	f.first.Install(t, f.certFile, f.keyFile)
 	var err error
-	if f.certs, err = LoadCerts(f.certFile, f.keyFile); err != nil {
+	if f.certs, err = httpserver.LoadCerts(f.certFile, f.keyFile); err != nil {
 		t.Fatal(err)
 	}
-	f.addr = startServer(t, f.ta.h, ServerConfig{TLS: f.certs,
+	f.addr = httpservertest.Start(t, f.ta.h, httpserver.Config{TLS: f.certs,
 		Logger: slog.New(slog.NewTextHandler(f.srvLog, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	return f
 }
@@ -162,19 +164,6 @@ func TestTLSServesAndReloads(t *testing.T) {
 	}
 }
 
-// TestTLSLoadCertsRefuses: a start with files that do not make a pair
-// fails with an error naming the file.
-func TestTLSLoadCertsRefuses(t *testing.T) {
-	ca := testcert.NewCA(t, "load")
-	p := ca.Server(t, "srv")
-	if _, err := LoadCerts(filepath.Join(t.TempDir(), "missing.pem"), p.KeyFile); err == nil || !strings.Contains(err.Error(), "missing.pem") {
-		t.Errorf("LoadCerts of a missing file = %v; want an error naming it", err)
-	}
-	if _, err := LoadCerts(p.KeyFile, p.CertFile); err == nil || !strings.Contains(err.Error(), "cannot load TLS certificate") {
-		t.Errorf("LoadCerts with the files swapped = %v; want refused", err)
-	}
-}
-
 // TestTLSRefusesOldVersionsAndPlainHTTP: a TLS 1.1 client and a plain HTTP
 // client are refused (the latter with a 400 saying to use HTTPS); both are
 // counted, neither is logged as an error, and the server keeps serving.
@@ -249,51 +238,6 @@ func TestTLSOversizedBodyClientWritesAllFirst(t *testing.T) {
 	}
 }
 
-// TestTLSRequestState: a handler served over TLS sees r.TLS (as under
-// net/http), one served over plain HTTP does not.
-func TestTLSRequestState(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil {
-			io.WriteString(w, "plain") //nolint:errcheck // test handler
-			return
-		}
-		fmt.Fprintf(w, "tls %x %s", r.TLS.Version, r.TLS.ServerName)
-	})
-	ca := testcert.NewCA(t, "state")
-	p := ca.Server(t, "srv")
-	certs, err := LoadCerts(p.CertFile, p.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		cfg    ServerConfig
-		scheme string
-		want   string
-	}{
-		{ServerConfig{}, "http", "plain"},
-		{ServerConfig{TLS: certs}, "https", "tls 304 localhost"},
-	} {
-		addr := startServer(t, h, c.cfg)
-		if got := NewServer(h, c.cfg).Scheme(); got != c.scheme {
-			t.Errorf("Scheme() = %q; want %q", got, c.scheme)
-		}
-		port := addr[strings.LastIndex(addr, ":"):]
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
-		for range 2 { // the second request reuses the connection
-			resp, err := client.Get(c.scheme + "://localhost" + port + "/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if string(body) != c.want {
-				t.Errorf("%s: handler saw %q; want %q", c.scheme, body, c.want)
-			}
-		}
-		client.CloseIdleConnections()
-	}
-}
-
 // TestTLSCurl: a client that is not Go (curl, trusting only the test CA)
 // reads health, readiness and metrics over the TLS listener.
 func TestTLSCurl(t *testing.T) {
@@ -317,61 +261,4 @@ func TestTLSCurl(t *testing.T) {
 	if !errors.As(err, &exit) || !strings.Contains(string(out), "certificate") {
 		t.Errorf("curl without the CA: %v %s; want a certificate error", err, out)
 	}
-}
-
-// FuzzTLSFirstBytes sends arbitrary first bytes to the TLS listener, then
-// closes its side: whatever they are (a ClientHello cut short, garbage,
-// plain HTTP), the server answers at most a plain 400 to what looks like
-// HTTP, closes the connection, and goes on serving TLS clients.
-//
-//	go test ./httpapi -run '^$' -fuzz '^FuzzTLSFirstBytes$' -fuzztime 30s
-func FuzzTLSFirstBytes(f *testing.F) {
-	for _, s := range []string{
-		"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-		"POST /v1/increments HTTP/1.1\r\nContent-Length: 1\r\n\r\nx",
-		"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00",
-		"\x16\x03\x03\xff\xff",
-		"\x15\x03\x03\x00\x02\x02\x28",
-		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-		"",
-	} {
-		f.Add([]byte(s))
-	}
-	ca := testcert.NewCA(f, "fuzz")
-	p := ca.Server(f, "srv")
-	certs, err := LoadCerts(p.CertFile, p.KeyFile)
-	if err != nil {
-		f.Fatal(err)
-	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }) //nolint:errcheck // test handler
-	addr := startServer(f, h, ServerConfig{TLS: certs, ReadTimeout: 2 * time.Second})
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
-	f.Cleanup(client.CloseIdleConnections)
-	f.Fuzz(func(t *testing.T, first []byte) {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.Write(first) //nolint:errcheck // the server may close before reading all
-		conn.(*net.TCPConn).CloseWrite()
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		answer, err := io.ReadAll(conn)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			t.Fatalf("first bytes %q: the connection was still open after 10 s", first)
-		}
-		if len(answer) > 0 && answer[0] != 0x15 && answer[0] != 0x16 && !bytes.HasPrefix(answer, []byte("HTTP/1.0 400 ")) {
-			t.Fatalf("first bytes %q: answered %q; want TLS records or a plain 400", first, answer)
-		}
-		resp, err := client.Get("https://" + addr + "/")
-		if err != nil {
-			t.Fatalf("after first bytes %q the server does not serve TLS: %v", first, err)
-		}
-		io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the status matters
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("after first bytes %q: %d", first, resp.StatusCode)
-		}
-	})
 }

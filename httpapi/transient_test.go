@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 	"github.com/edgecount/edgecount/region"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
@@ -29,7 +31,7 @@ func TestIncrementKeysOutliveTheirBody(t *testing.T) {
 	cfg := region.DefaultConfig("eu", "eu-a1")
 	cfg.FlushInterval = time.Hour // nothing leaves the counters during the test
 	a, h := agentAPI(t, embeddedtest.Open(t, embedded.Config{Timeout: time.Second}), cfg, []string{"eu", "us"})
-	addr := startServer(t, h, ServerConfig{})
+	addr := httpservertest.Start(t, h, httpserver.Config{})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/apijson"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -143,11 +144,11 @@ type trendingViewer interface {
 // items, as the service ranked them, and with marked what it counts.
 func appendTrending(dst []byte, q trendingParams, t region.TrendingAnswer, marked bool) []byte {
 	dst = append(dst, `{"region":`...)
-	dst = appendString(dst, q.scope)
+	dst = apijson.AppendString(dst, q.scope)
 	dst = append(dst, `,"counter":`...)
-	dst = appendString(dst, q.counter)
+	dst = apijson.AppendString(dst, q.counter)
 	dst = append(dst, `,"window":`...)
-	dst = appendString(dst, q.window)
+	dst = apijson.AppendString(dst, q.window)
 	dst = append(dst, `,"as_of":`...)
 	dst = appendTime(dst, t.AsOf)
 	dst = append(dst, `,"items":[`...)
@@ -156,7 +157,7 @@ func appendTrending(dst []byte, q trendingParams, t region.TrendingAnswer, marke
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"content_id":`...)
-		dst = appendString(dst, it.ContentID)
+		dst = apijson.AppendString(dst, it.ContentID)
 		dst = append(dst, `,"count":`...)
 		dst = strconv.AppendInt(dst, it.Count, 10)
 		dst = append(dst, `,"error":`...)
@@ -170,7 +171,7 @@ func appendTrending(dst []byte, q trendingParams, t region.TrendingAnswer, marke
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, r.Region)
+			dst = apijson.AppendString(dst, r.Region)
 		}
 		dst = append(dst, `],"region_as_of":[`...)
 		all := append(slices.Clone(t.Regions), t.Behind...)
@@ -180,7 +181,7 @@ func appendTrending(dst []byte, q trendingParams, t region.TrendingAnswer, marke
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"region":`...)
-			dst = appendString(dst, r.Region)
+			dst = apijson.AppendString(dst, r.Region)
 			dst = append(dst, `,"as_of":`...)
 			dst = appendTime(dst, r.AsOf)
 			dst = append(dst, '}')

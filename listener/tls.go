@@ -8,20 +8,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecount/edgecount/config"
-	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/httpserver"
 )
 
 // TLS loads the HTTP listener's certificate of t (agent.tls or
 // rollup.tls; name is the key, for errors), exports its metrics on reg
 // and reloads it on every SIGHUP: a new pair is served to new connections,
 // a pair that does not load is logged as an error and the certificate
-// served stays. Pass the Certs to httpapi.ServerConfig.TLS and close the
+// served stays. Pass the Certs to httpserver.Config.TLS and close the
 // watch at stop. Without a certificate it returns nil, nil: plain HTTP.
-func TLS(name string, t config.TLS, reg prometheus.Registerer, logger *slog.Logger) (*httpapi.Certs, *Watch, error) {
+func TLS(name string, t config.TLS, reg prometheus.Registerer, logger *slog.Logger) (*httpserver.Certs, *Watch, error) {
 	if !t.Enabled() {
 		return nil, nil, nil
 	}
-	certs, err := httpapi.LoadCerts(t.CertFile, t.KeyFile)
+	certs, err := httpserver.LoadCerts(t.CertFile, t.KeyFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -39,7 +39,7 @@ func TLS(name string, t config.TLS, reg prometheus.Registerer, logger *slog.Logg
 }
 
 // certAttrs describes the certificate served.
-func certAttrs(c *httpapi.Certs) slog.Attr {
+func certAttrs(c *httpserver.Certs) slog.Attr {
 	leaf := c.Leaf()
 	return slog.Group("cert", "subject", leaf.Subject.String(), "serial", leaf.SerialNumber.Text(16),
 		"not_after", leaf.NotAfter.UTC().Format(time.RFC3339))

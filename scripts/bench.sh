@@ -277,7 +277,7 @@ for run in $(seq "$RUNS"); do
 	done
 	stop_pid "$fpid"
 
-	# The agent's own server path (httpapi.Server: fasthttp, the net/http
+	# The agent's own server path (httpserver.Server: fasthttp, the net/http
 	# adapter, the yield after each answer) with a handler that does no
 	# work, answering bytes of the size the agent answers (one count row;
 	# 16 rows, ~3 KB, for the 16-id load): what a read that cost nothing
@@ -285,7 +285,7 @@ for run in $(seq "$RUNS"); do
 	# with the least work a read can do (-mode lookup: the ids cut from the
 	# request, looked up in a Go map of answers encoded beforehand, copied).
 	for fmode in server lookup; do
-		echo "-- $(date -u +%T) httpapi.Server, $fmode handler (tools/floor -mode $fmode, core $SUT_CORE), by loadgen and wrk"
+		echo "-- $(date -u +%T) httpserver.Server, $fmode handler (tools/floor -mode $fmode, core $SUT_CORE), by loadgen and wrk"
 		for rows in 1 16; do
 			mode=get1
 			[ "$rows" = 16 ] && mode=get16

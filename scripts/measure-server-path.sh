@@ -2,7 +2,7 @@
 # Measures the server path for docs/server-path.md, in one run: a private
 # redis-server, the floor servers (a bare read/write loop, net/http and
 # fasthttp with a trivial handler) and two standalone edge-agents, one built
-# from this tree (httpapi.Server) and one from $BASE (net/http). Every
+# from this tree (httpserver.Server) and one from $BASE (net/http). Every
 # server runs pinned to core $SUT_CORE, every generator on core $GEN_CORE;
 # in each round a figure is measured right after its Redis peer, and the
 # ratios are taken within the round. It prints each round's figures and the

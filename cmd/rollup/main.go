@@ -29,6 +29,7 @@ import (
 	"github.com/edgecount/edgecount/cmd/internal/cli"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/httpserver"
 	"github.com/edgecount/edgecount/listener"
 	"github.com/edgecount/edgecount/metrics"
 	"github.com/edgecount/edgecount/natsjs"
@@ -60,7 +61,7 @@ type process struct {
 	st     rollupStore
 	bus    *natsjs.Client
 	proc   *rollupd.Process
-	srv    *httpapi.Server
+	srv    *httpserver.Server
 	tokens *listener.Watch // reloads the token file; nil when the API runs open
 	certs  *listener.Watch // reloads the TLS certificate; nil without TLS
 	ln     net.Listener
@@ -155,7 +156,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 		return nil, err
 	}
 	p.certs = certWatch
-	p.srv = httpapi.NewServer(handler, httpapi.ServerConfig{ReadTimeout: 30 * time.Second, Logger: logger, TLS: tlsCerts})
+	p.srv = httpserver.New(handler, httpserver.Config{ReadTimeout: 30 * time.Second, Logger: logger, TLS: tlsCerts})
 	if p.ln, err = net.Listen("tcp", cfg.Rollup.HTTP); err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
 	}

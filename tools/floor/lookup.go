@@ -130,7 +130,7 @@ func serveBareLookup(c net.Conn, l *lookup) {
 				return
 			}
 			out = out[:0]
-			runtime.Gosched() // as httpapi.Server's lingerConn does
+			runtime.Gosched() // as httpserver.Server's lingerConn does
 		}
 	}
 }

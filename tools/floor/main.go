@@ -9,8 +9,8 @@
 //	floor -mode bare-lookup  # a read/write loop, the least read
 //	floor -mode nethttp      # net/http, trivial handler
 //	floor -mode fasthttp     # fasthttp, trivial handler
-//	floor -mode server       # httpapi.Server, trivial handler
-//	floor -mode lookup       # httpapi.Server, the least read
+//	floor -mode server       # httpserver.Server, trivial handler
+//	floor -mode lookup       # httpserver.Server, the least read
 //
 // fixed answers every request on a keep-alive connection with one fixed
 // 200 and a 16-byte JSON body, parsing no more than the request head's end

@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/edgecount/edgecount/httpapi"
+	"github.com/edgecount/edgecount/httpserver"
 )
 
 // serveUntil runs serve on ln and closes ln when ctx ends; serve's error
@@ -45,20 +45,20 @@ func serveFasthttp(ctx context.Context, ln net.Listener, a answer) error {
 	return serveUntil(ctx, ln, srv.Serve)
 }
 
-// serveServer is -mode server: httpapi.Server (fasthttp under the net/http
+// serveServer is -mode server: httpserver.Server (fasthttp under the net/http
 // adapter the agent runs) with a trivial handler answering a's body, what
 // the adapter adds to fasthttp.
 func serveServer(ctx context.Context, ln net.Listener, a answer) error {
 	b, ct := []byte(a.body), []string{"application/json"}
-	srv := httpapi.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httpserver.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Type"] = ct
 		w.Write(b) //nolint:errcheck // the client may be gone
-	}), httpapi.ServerConfig{})
+	}), httpserver.Config{})
 	return serveUntil(ctx, ln, srv.Serve)
 }
 
-// serveLookup is -mode lookup: httpapi.Server with lookupHandler, the
+// serveLookup is -mode lookup: httpserver.Server with lookupHandler, the
 // least read on the agent's server path (whatever -rows).
 func serveLookup(ctx context.Context, ln net.Listener, _ answer) error {
-	return serveUntil(ctx, ln, httpapi.NewServer(lookupHandler(), httpapi.ServerConfig{}).Serve)
+	return serveUntil(ctx, ln, httpserver.New(lookupHandler(), httpserver.Config{}).Serve)
 }

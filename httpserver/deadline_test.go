@@ -1,4 +1,4 @@
-package httpapi
+package httpserver_test
 
 import (
 	"bufio"
@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecount/edgecount/httpserver"
+	"github.com/edgecount/edgecount/httpserver/httpservertest"
 )
 
 // The Server's timeouts, enforced by the sweeper (deadline.go), against a
@@ -20,9 +22,9 @@ const testTimeout = 400 * time.Millisecond
 
 // timeoutServer serves h with every timeout testTimeout and returns the
 // Server and its address.
-func timeoutServer(t *testing.T, h http.Handler) (*Server, string) {
+func timeoutServer(t *testing.T, h http.Handler) (*httpserver.Server, string) {
 	t.Helper()
-	return serveForTest(t, h, ServerConfig{ReadTimeout: testTimeout, WriteTimeout: testTimeout, IdleTimeout: testTimeout})
+	return httpservertest.Serve(t, h, httpserver.Config{ReadTimeout: testTimeout, WriteTimeout: testTimeout, IdleTimeout: testTimeout})
 }
 
 // dial connects to addr; the connection closes when the test ends.
@@ -138,7 +140,7 @@ func TestWriteTimeoutCloses(t *testing.T) {
 	// The client reads nothing: the server's write blocks until its
 	// timeout, then the server closes the connection.
 	start := <-answered
-	for len(srv.conns.snapshot(nil)) > 0 {
+	for srv.OpenConns() > 0 {
 		if time.Since(start) > testTimeout+late {
 			t.Fatalf("connection still open %v after the answer began, write timeout %v", time.Since(start), testTimeout)
 		}
@@ -164,83 +166,5 @@ func TestBusyConnectionOutlivesTimeouts(t *testing.T) {
 			t.Fatalf("request %d: status %d", n, status)
 		}
 		time.Sleep(testTimeout / 4) // idle, well within the idle timeout
-	}
-}
-
-// expire fails a waiting read with a timeout; a new deadline lifts it.
-func TestLingerConnExpireAndLift(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var set connSet
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := lingerListener{ln, &set}.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	c := (<-accepted).(*lingerConn)
-	defer c.Close()
-	if got := set.snapshot(nil); len(got) != 1 || got[0] != c {
-		t.Fatalf("set holds %v, want the accepted connection", got)
-	}
-
-	// A deadline that has not passed is not expired.
-	c.SetReadDeadline(time.Now().Add(time.Hour)) //nolint:errcheck // noted only
-	c.expire(time.Now().UnixNano())
-	readErr := make(chan error, 1)
-	go func() {
-		_, err := c.Read(make([]byte, 1))
-		readErr <- err
-	}()
-	select {
-	case err := <-readErr:
-		t.Fatalf("read returned %v before its deadline", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	// Once passed, expire fails the waiting read with a timeout.
-	c.SetReadDeadline(time.Now().Add(-time.Second)) //nolint:errcheck // noted only
-	c.expire(time.Now().UnixNano())
-	select {
-	case err := <-readErr:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("read = %v, want a deadline error", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("read still waiting after its deadline expired")
-	}
-	// A new deadline lifts the expired one.
-	c.SetReadDeadline(time.Time{}) //nolint:errcheck // noted only
-	if _, err := client.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Read(make([]byte, 1)); err != nil {
-		t.Fatalf("read after the deadline was lifted: %v", err)
-	}
-	c.Close()
-	if got := set.snapshot(nil); len(got) != 0 {
-		t.Fatalf("set holds %d connections after Close, want 0", len(got))
-	}
-}
-
-func TestSweepTick(t *testing.T) {
-	for _, tc := range []struct{ shortest, want time.Duration }{
-		{30 * time.Second, 250 * time.Millisecond},
-		{time.Second, time.Second / 16},
-		{10 * time.Millisecond, 5 * time.Millisecond},
-	} {
-		if got := sweepTick(tc.shortest); got != tc.want {
-			t.Errorf("sweepTick(%v) = %v, want %v", tc.shortest, got, tc.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package httpapi
+package httpserver
 
 import (
 	"sync"
@@ -104,6 +104,15 @@ func (s *connSet) remove(c *lingerConn) {
 	s.mu.Unlock()
 }
 
+// closeAll closes the open connections' sockets, without the lingering
+// drain: whatever serves them fails at its next read or write and closes
+// them (removing them from the set).
+func (s *connSet) closeAll() {
+	for _, c := range s.snapshot(nil) {
+		c.TCPConn.Close() //nolint:errcheck // closing either way
+	}
+}
+
 // snapshot appends the open connections to dst.
 func (s *connSet) snapshot(dst []*lingerConn) []*lingerConn {
 	s.mu.Lock()
@@ -120,13 +129,14 @@ func sweepTick(shortest time.Duration) time.Duration {
 	return min(max(shortest/16, 5*time.Millisecond), 250*time.Millisecond)
 }
 
-// startSweeping starts the sweeper unless it runs; s.mu is held.
+// startSweeping starts the sweeper unless it runs; s.mu is held, and the
+// Server is not closed (Shutdown waits for the sweeper).
 func (s *Server) startSweeping() {
 	if s.sweeping {
 		return
 	}
 	s.sweeping = true
-	go s.sweep()
+	s.sweeper.Go(s.sweep)
 }
 
 // sweep expires the connections' passed deadlines every s.tick, until the
