@@ -94,8 +94,8 @@ type rowDelta struct {
 //
 //  1. chooseMessages: which messages to apply; a message its run's mark
 //     covers (a copy under a new broker sequence) is dropped.
-//  2. readRows and addMessages: read the rows the chosen messages change
-//     and sum, per row, the messages above the row's LastSeq.
+//  2. items, readRows and addMessages: read the rows the chosen messages
+//     change and sum, per row, the messages above the row's LastSeq.
 //  3. writeRowsThenMarks: write the rows, each with the highest sequence it
 //     took, then the runs' marks: the first with the rows, the others
 //     after them.
@@ -127,12 +127,16 @@ type rowDelta struct {
 func (r *Rollup) applyBatch(ctx context.Context, msgs []Message, bs []*partial.Batch) error {
 	now := r.now()
 	first, last := msgs[0].Seq, msgs[len(msgs)-1].Seq
-	take, marks, err := r.chooseMessages(ctx, msgs, bs, now)
+	// take and the maps of rs are made here, where they stay on the stack.
+	take := make([]bool, len(bs))
+	marks, err := r.chooseMessages(ctx, msgs, bs, take, now)
 	if err != nil {
 		return err
 	}
-	rs, err := r.readRows(ctx, bs, take, first, last)
-	if err != nil {
+	rs := rowSums{deltas: make(map[rowKey]*rowDelta)}
+	ids := rs.items(bs, take)
+	rs.existing = make(map[rowKey]engagement.Stats, len(rs.deltas))
+	if err := r.readRows(ctx, ids, rs.existing, first, last); err != nil {
 		return err
 	}
 	sums := rs.addMessages(msgs, bs, take)
@@ -158,14 +162,13 @@ type batchMarks struct {
 	markParts []*partMarks
 }
 
-// chooseMessages reports which messages of the batch to apply, and the
-// marks the batch sets. A numbered message (every agent's) is checked
+// chooseMessages sets take[i] when msgs[i] is to be applied, and returns
+// the marks the batch sets. A numbered message (every agent's) is checked
 // against its run's mark, the stored one or the one an earlier message of
 // this batch set; seq 0 means the sender does not number, and the message
 // is applied. A message above store.MaxPartition gets an Err wrapping
 // ErrPoison. It writes nothing; an error is a failed read of the marks.
-func (r *Rollup) chooseMessages(ctx context.Context, msgs []Message, bs []*partial.Batch, now time.Time) ([]bool, batchMarks, error) {
-	take := make([]bool, len(bs))
+func (r *Rollup) chooseMessages(ctx context.Context, msgs []Message, bs []*partial.Batch, take []bool, now time.Time) (batchMarks, error) {
 	var bm batchMarks
 	for i, b := range bs {
 		if b == nil || msgs[i].Err != nil {
@@ -173,11 +176,11 @@ func (r *Rollup) chooseMessages(ctx context.Context, msgs []Message, bs []*parti
 		}
 		ok, err := r.choose(ctx, &bm, &msgs[i], b, now)
 		if err != nil {
-			return nil, batchMarks{}, err
+			return batchMarks{}, err
 		}
 		take[i] = ok
 	}
-	return take, bm, nil
+	return bm, nil
 }
 
 // choose reports whether to apply msg (body b), and records the mark it
@@ -260,11 +263,9 @@ type rowSums struct {
 	skipped int
 }
 
-// readRows reads every scope row of the items the chosen messages change
-// (one lookup); first and last are the batch's sequences, for the error.
-// It writes nothing.
-func (r *Rollup) readRows(ctx context.Context, bs []*partial.Batch, take []bool, first, last uint64) (rowSums, error) {
-	rs := rowSums{deltas: make(map[rowKey]*rowDelta)}
+// items returns the items the chosen messages change, in order, each
+// once, and gives the global row of each an empty sum.
+func (rs *rowSums) items(bs []*partial.Batch, take []bool) []string {
 	var ids []string
 	for i, b := range bs {
 		if !take[i] {
@@ -277,20 +278,27 @@ func (r *Rollup) readRows(ctx context.Context, bs []*partial.Batch, take []bool,
 			}
 		}
 	}
-	rs.existing = make(map[rowKey]engagement.Stats, len(rs.deltas))
-	if len(ids) > 0 {
-		current, err := r.store.ReadStats(ctx, ids)
-		if err != nil {
-			r.stats.ApplyErrors.Add(1)
-			return rowSums{}, fmt.Errorf("cannot read totals for seq %d..%d: %w", first, last, err)
-		}
-		for id, rows := range current {
-			for _, row := range rows {
-				rs.existing[rowKey{id, row.Scope}] = row
-			}
+	return ids
+}
+
+// readRows reads every scope row of items ids into existing, in one
+// lookup; first and last are the batch's sequences, for the error. It
+// writes nothing to the store.
+func (r *Rollup) readRows(ctx context.Context, ids []string, existing map[rowKey]engagement.Stats, first, last uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	current, err := r.store.ReadStats(ctx, ids)
+	if err != nil {
+		r.stats.ApplyErrors.Add(1)
+		return fmt.Errorf("cannot read totals for seq %d..%d: %w", first, last, err)
+	}
+	for id, rows := range current {
+		for _, row := range rows {
+			existing[rowKey{id, row.Scope}] = row
 		}
 	}
-	return rs, nil
+	return nil
 }
 
 // addMessages adds the sums of each chosen message, in order, to its global
