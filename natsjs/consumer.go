@@ -680,11 +680,11 @@ type heldBatch struct {
 // those come again (after AckWait), then applies everything in stream
 // order. Later batches of the same goroutine follow the last one.
 //
-// The steps: fill and hold the batch, keep it alive, complete it (the
-// above), apply it, stop keeping it alive, acknowledge it.
+// The steps: take first and what the broker has ready behind it (ready),
+// hold them, keep them alive, complete the batch (the above), apply it,
+// stop keeping it alive, acknowledge it.
 func (c *Consumer) handle(ctx context.Context, pl *partLoop, first jetstream.Msg, sent time.Time) {
-	var hb heldBatch
-	c.hold(pl, &hb, c.fill(pl, first))
+	hb := c.hold(pl, append([]jetstream.Msg{first}, c.ready(pl, first)...))
 	if len(hb.msgs) == 0 {
 		return
 	}
@@ -700,19 +700,18 @@ func (c *Consumer) handle(ctx context.Context, pl *partLoop, first jetstream.Msg
 	c.ack(ctx, pl.log, &hb)
 }
 
-// fill returns first and, with Batch above 1, the messages the broker has
-// ready behind it (Batch in all at most).
-func (c *Consumer) fill(pl *partLoop, first jetstream.Msg) []jetstream.Msg {
-	raw := []jetstream.Msg{first}
+// ready returns, with Batch above 1, the messages the broker has ready
+// behind first (Batch−1 at most).
+func (c *Consumer) ready(pl *partLoop, first jetstream.Msg) []jetstream.Msg {
 	n := c.cfg.batch() - 1
 	if n <= 0 {
-		return raw
+		return nil
 	}
 	// The broker says how many messages wait behind this one: none,
 	// and the batch is this one alone, without another round trip.
 	meta, err := first.Metadata()
 	if err == nil && meta.NumPending == 0 {
-		return raw
+		return nil
 	}
 	wait := c.cfg.BatchWait
 	if err == nil {
@@ -723,15 +722,15 @@ func (c *Consumer) fill(pl *partLoop, first jetstream.Msg) []jetstream.Msg {
 		// size on a busy machine, and every batch is a store write.
 		wait = max(wait, fillWait)
 	}
-	return append(raw, c.more(pl.cons, pl.opts, n, wait)...)
+	return c.more(pl.cons, pl.opts, n, wait)
 }
 
-// hold adds msgs to the batch, each checked against the partition's
-// deliveries (follow), and returns those it added. A message without
-// metadata is terminated instead (sequence), and the partition's next
-// consumer sequence becomes unknown.
-func (c *Consumer) hold(pl *partLoop, hb *heldBatch, msgs []jetstream.Msg) []jetstream.Msg {
-	var kept []jetstream.Msg
+// hold returns the batch msgs make, each message checked against the
+// partition's deliveries (follow). A message without metadata is
+// terminated instead (sequence), and the partition's next consumer
+// sequence becomes unknown.
+func (c *Consumer) hold(pl *partLoop, msgs []jetstream.Msg) heldBatch {
+	var hb heldBatch
 	for _, m := range msgs {
 		meta, ok := c.sequence(pl.log, m)
 		if !ok {
@@ -739,11 +738,16 @@ func (c *Consumer) hold(pl *partLoop, hb *heldBatch, msgs []jetstream.Msg) []jet
 			continue
 		}
 		c.follow(pl.log, &pl.partState, meta)
-		kept = append(kept, m)
+		hb.msgs = append(hb.msgs, m)
 		hb.batch = append(hb.batch, BatchMsg{Seq: meta.Sequence.Stream, Data: m.Data()})
 	}
-	hb.msgs = append(hb.msgs, kept...)
-	return kept
+	return hb
+}
+
+// add appends the messages of more to the batch.
+func (hb *heldBatch) add(more heldBatch) {
+	hb.msgs = append(hb.msgs, more.msgs...)
+	hb.batch = append(hb.batch, more.batch...)
 }
 
 // complete makes a batch of Batch above 1 that does not follow the last
@@ -874,8 +878,10 @@ func (c *Consumer) gather(ctx context.Context, pl *partLoop, hb *heldBatch) bool
 				"held", len(hb.msgs), "unacknowledged", info.NumAckPending, "within", c.cfg.AckWait)
 		}
 		sent := time.Now()
-		if got := c.hold(pl, hb, c.more(pl.cons, pl.opts, c.cfg.batch()-len(hb.msgs), min(time.Second, c.cfg.AckWait/3))); len(got) > 0 {
-			pl.keeper.add(got, sent)
+		got := c.hold(pl, c.more(pl.cons, pl.opts, c.cfg.batch()-len(hb.msgs), min(time.Second, c.cfg.AckWait/3)))
+		hb.add(got)
+		if len(got.msgs) > 0 {
+			pl.keeper.add(got.msgs, sent)
 		}
 	}
 }
