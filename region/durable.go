@@ -194,7 +194,7 @@ func (d *durable) close() error {
 	return errors.Join(d.outbox.Close(), d.intake.Close(), d.keys.Close())
 }
 
-// mapErr turns a log error into the agent's sentinel.
+// mapLogErr turns a log error into the agent's sentinel.
 func (a *Agent) mapLogErr(err error) error {
 	switch {
 	case errors.Is(err, wal.ErrFull):
