@@ -419,14 +419,14 @@ func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Co
 	keep := &keepAlive{log: log}
 	defer background(ctx, func(ctx context.Context) { every(ctx, c.cfg.AckWait/3, keep.signal) })()
 
-	var ps partState
+	pl := partLoop{log: log, keeper: keep, cons: cons, h: h}
 	failures, ok := 0, false
 	for ctx.Err() == nil {
-		msg, err := c.next(ctx, cons)
+		msg, err := c.next(ctx, pl.cons)
 		switch {
 		case err == nil:
 			failures = fetchRecovered(log, failures)
-			c.handle(ctx, log, keep, &ps, cons, nil, msg, time.Time{}, h)
+			c.handle(ctx, &pl, msg, time.Time{})
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -442,7 +442,7 @@ func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Co
 			return fmt.Errorf("cannot fetch from %s: %w", c.Name(p), err)
 		}
 		failures++
-		if cons, ok = c.fetchFailed(ctx, log, p, cons, err, failures); !ok {
+		if pl.cons, ok = c.fetchFailed(ctx, log, p, pl.cons, err, failures); !ok {
 			return nil
 		}
 	}
@@ -641,11 +641,35 @@ func (c *Consumer) more(cons jetstream.Consumer, opts fetchOpts, n int, wait tim
 	return out
 }
 
-// handle applies the batch that begins with first: the messages the broker
-// has ready after it (Batch at most), retried until success, a permanent
-// error, ctx done or the keeper fences them off. Messages fenced off are
-// neither acknowledged nor handed back: the broker has delivered them, or
-// will, to the member the partition is pinned to.
+// partLoop is what a partition's goroutine carries from one delivery to
+// the next: its logger; its keeper (a plain consumer's keepAlive or a
+// group member's lease); the durable consumer it pulls from, replaced when
+// the broker lost it (fetchFailed), and the options of its pulls; the
+// handler; and what it knows of the partition's deliveries (partState).
+// It belongs to that goroutine.
+type partLoop struct {
+	log    *slog.Logger
+	keeper keeper
+	cons   jetstream.Consumer
+	opts   fetchOpts
+	h      BatchHandler
+	partState
+}
+
+// heldBatch is the batch being handled: the messages this goroutine holds
+// and, index for index, their stream sequences and bodies as the handler
+// gets them.
+type heldBatch struct {
+	msgs  []jetstream.Msg
+	batch []BatchMsg
+}
+
+// handle applies the batch that begins with first, pulled with a request
+// sent at sent: the messages the broker has ready after it (Batch at
+// most), retried until success, a permanent error, ctx done or the keeper
+// fences them off. Messages fenced off are neither acknowledged nor handed
+// back: the broker has delivered them, or will, to the member the
+// partition is pinned to.
 //
 // With Batch above 1 the broker may deliver later messages of a partition
 // while earlier ones are still out (with a consumer that died, or lost its
@@ -655,162 +679,209 @@ func (c *Consumer) more(cons jetstream.Consumer, opts fetchOpts, n int, wait tim
 // partition over, the consumer keeps pulling, keeping what it got, until
 // those come again (after AckWait), then applies everything in stream
 // order. Later batches of the same goroutine follow the last one.
-func (c *Consumer) handle(ctx context.Context, log *slog.Logger, k keeper, ps *partState, cons jetstream.Consumer, opts fetchOpts,
-	first jetstream.Msg, sent time.Time, h BatchHandler) {
-	raw := []jetstream.Msg{first}
-	if n := c.cfg.batch() - 1; n > 0 {
-		// The broker says how many messages wait behind this one: none,
-		// and the batch is this one alone, without another round trip.
-		if meta, err := first.Metadata(); err != nil || meta.NumPending > 0 {
-			wait := c.cfg.BatchWait
-			if err == nil {
-				n = int(min(uint64(n), meta.NumPending))
-				// The broker already holds these n: wait until they
-				// arrive (the pull ends as soon as they do). BatchWait
-				// alone cut a catching-up rollup's batches to half their
-				// size on a busy machine, and every batch is a store write.
-				wait = max(wait, fillWait)
-			}
-			raw = append(raw, c.more(cons, opts, n, wait)...)
-		}
-	}
-	var held []jetstream.Msg
-	var batch []BatchMsg
-	keep := func(msgs []jetstream.Msg) []jetstream.Msg {
-		var kept []jetstream.Msg
-		for _, m := range msgs {
-			meta, ok := c.sequence(log, m)
-			if !ok {
-				ps.whole, ps.next = false, 0 // its consumer sequence is unknown
-				continue
-			}
-			c.follow(log, ps, meta)
-			kept = append(kept, m)
-			batch = append(batch, BatchMsg{Seq: meta.Sequence.Stream, Data: m.Data()})
-		}
-		held = append(held, kept...)
-		return kept
-	}
-	keep(raw)
-	if len(held) == 0 {
+//
+// The steps: take first and what the broker has ready behind it (ready),
+// hold them, keep them alive, complete the batch (the above), apply it,
+// stop keeping it alive, acknowledge it.
+func (c *Consumer) handle(ctx context.Context, pl *partLoop, first jetstream.Msg, sent time.Time) {
+	hb := c.hold(pl, append([]jetstream.Msg{first}, c.ready(pl, first)...))
+	if len(hb.msgs) == 0 {
 		return
 	}
-	k.start(held, sent)
-	defer k.stop()
-	if c.cfg.batch() > 1 && !ps.whole {
-		if !c.gather(ctx, log, k, cons, opts, &held, keep) {
-			return
-		}
-		ps.whole = true
-		sort.Sort(byStreamSeq{held, batch})
+	pl.keeper.start(hb.msgs, sent)
+	defer pl.keeper.stop()
+	if !c.complete(ctx, pl, &hb) || !c.applyBatch(ctx, pl, &hb) {
+		return
 	}
-	for attempt := 1; ; attempt++ {
-		actx, cancel, ok := k.attempt(ctx)
-		if !ok {
-			ps.whole = false
-			c.giveUp(log, batch[0].Seq, attempt)
-			return
-		}
-		err := h(actx, batch)
-		cancel()
-		if !k.holds() {
-			ps.whole = false
-			c.giveUp(log, batch[0].Seq, attempt)
-			return
-		}
-		if err == nil {
-			break
-		}
-		if IsPermanent(err) {
-			k.stop()
-			for i, m := range held {
-				c.terminated.Add(1)
-				log.Error("poison message terminated", "seq", batch[i].Seq, "err", err)
-				if err := m.TermWithReason("permanent handler error"); err != nil {
-					log.Warn("cannot terminate message", "seq", batch[i].Seq, "err", err)
-				}
-			}
-			return
-		}
-		if ctx.Err() != nil || !c.retryWait(ctx, log, batch[0].Seq, attempt, err) {
-			// Stopping: hand the messages back so whoever runs the
-			// partition next gets them at once rather than after AckWait.
-			k.stop()
-			ps.whole = false
-			for i, m := range held {
-				if err := m.Nak(); err != nil {
-					log.Debug("cannot nak message on stop", "seq", batch[i].Seq, "err", err)
-				}
-			}
-			return
-		}
-	}
-	k.stop()
+	pl.keeper.stop()
 	if c.cfg.batch() > 1 {
 		c.batches.Add(1)
 	}
-	// Ack even when ctx is done: the messages were applied. The last ack
-	// is confirmed, the others sent before it on the same connection; an
-	// ack that is lost makes its message come again, and it is skipped.
+	c.ack(ctx, pl.log, &hb)
+}
+
+// ready returns, with Batch above 1, the messages the broker has ready
+// behind first (Batch−1 at most).
+func (c *Consumer) ready(pl *partLoop, first jetstream.Msg) []jetstream.Msg {
+	n := c.cfg.batch() - 1
+	if n <= 0 {
+		return nil
+	}
+	// The broker says how many messages wait behind this one: none,
+	// and the batch is this one alone, without another round trip.
+	meta, err := first.Metadata()
+	if err == nil && meta.NumPending == 0 {
+		return nil
+	}
+	wait := c.cfg.BatchWait
+	if err == nil {
+		n = int(min(uint64(n), meta.NumPending))
+		// The broker already holds these n: wait until they
+		// arrive (the pull ends as soon as they do). BatchWait
+		// alone cut a catching-up rollup's batches to half their
+		// size on a busy machine, and every batch is a store write.
+		wait = max(wait, fillWait)
+	}
+	return c.more(pl.cons, pl.opts, n, wait)
+}
+
+// hold returns the batch msgs make, each message checked against the
+// partition's deliveries (follow). A message without metadata is
+// terminated instead (sequence), and the partition's next consumer
+// sequence becomes unknown.
+func (c *Consumer) hold(pl *partLoop, msgs []jetstream.Msg) heldBatch {
+	var hb heldBatch
+	for _, m := range msgs {
+		meta, ok := c.sequence(pl.log, m)
+		if !ok {
+			pl.whole, pl.next = false, 0 // its consumer sequence is unknown
+			continue
+		}
+		c.follow(pl.log, &pl.partState, meta)
+		hb.msgs = append(hb.msgs, m)
+		hb.batch = append(hb.batch, BatchMsg{Seq: meta.Sequence.Stream, Data: m.Data()})
+	}
+	return hb
+}
+
+// add appends the messages of more to the batch.
+func (hb *heldBatch) add(more heldBatch) {
+	hb.msgs = append(hb.msgs, more.msgs...)
+	hb.batch = append(hb.batch, more.batch...)
+}
+
+// complete makes a batch of Batch above 1 that does not follow the last
+// one this goroutine handled (partState.whole) hold every message the
+// durable consumer has out (gather), in stream order. It is false when ctx
+// ended or the keeper fenced the messages off first.
+func (c *Consumer) complete(ctx context.Context, pl *partLoop, hb *heldBatch) bool {
+	if c.cfg.batch() <= 1 || pl.whole {
+		return true
+	}
+	if !c.gather(ctx, pl, hb) {
+		return false
+	}
+	pl.whole = true
+	sort.Sort(byStreamSeq{hb.msgs, hb.batch})
+	return true
+}
+
+// applyBatch hands the batch to the handler until it succeeds, and reports
+// whether it did. When the keeper fences the messages off they are left
+// to their next delivery; a permanent error terminates them all; when ctx
+// ends, or ends the wait for a retry, they are handed back (nak).
+func (c *Consumer) applyBatch(ctx context.Context, pl *partLoop, hb *heldBatch) bool {
+	for attempt := 1; ; attempt++ {
+		actx, cancel, ok := pl.keeper.attempt(ctx)
+		if !ok {
+			pl.whole = false
+			c.giveUp(pl.log, hb.batch[0].Seq, attempt)
+			return false
+		}
+		err := pl.h(actx, hb.batch)
+		cancel()
+		if !pl.keeper.holds() {
+			pl.whole = false
+			c.giveUp(pl.log, hb.batch[0].Seq, attempt)
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		if IsPermanent(err) {
+			pl.keeper.stop()
+			for i, m := range hb.msgs {
+				c.terminate(pl.log, m, hb.batch[i].Seq, err)
+			}
+			return false
+		}
+		if ctx.Err() != nil || !c.retryWait(ctx, pl.log, hb.batch[0].Seq, attempt, err) {
+			// Stopping: hand the messages back so whoever runs the
+			// partition next gets them at once rather than after AckWait.
+			pl.keeper.stop()
+			pl.whole = false
+			for i, m := range hb.msgs {
+				if err := m.Nak(); err != nil {
+					pl.log.Debug("cannot nak message on stop", "seq", hb.batch[i].Seq, "err", err)
+				}
+			}
+			return false
+		}
+	}
+}
+
+// ack acknowledges the messages of an applied batch, and terminates those
+// the handler marked poison (a permanent BatchMsg.Err). It acks even when
+// ctx is done: the messages were applied. The last ack is confirmed, the
+// others sent before it on the same connection; an ack that is lost makes
+// its message come again, and it is skipped.
+func (c *Consumer) ack(ctx context.Context, log *slog.Logger, hb *heldBatch) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AckWait)
 	defer cancel()
-	for i, m := range held {
-		if IsPermanent(batch[i].Err) {
-			c.terminated.Add(1)
-			log.Error("poison message terminated", "seq", batch[i].Seq, "err", batch[i].Err)
-			if err := m.TermWithReason("permanent handler error"); err != nil {
-				log.Warn("cannot terminate message", "seq", batch[i].Seq, "err", err)
-			}
+	for i, m := range hb.msgs {
+		if IsPermanent(hb.batch[i].Err) {
+			c.terminate(log, m, hb.batch[i].Seq, hb.batch[i].Err)
 			continue
 		}
 		c.applied.Add(1)
 		var err error
-		if i < len(held)-1 {
+		if i < len(hb.msgs)-1 {
 			err = m.Ack()
 		} else {
 			err = m.DoubleAck(actx)
 		}
 		if err != nil {
 			c.ackErrors.Add(1)
-			log.Warn("cannot ack applied message; it will be delivered again", "seq", batch[i].Seq, "err", err)
+			log.Warn("cannot ack applied message; it will be delivered again", "seq", hb.batch[i].Seq, "err", err)
 		}
 	}
 }
 
-// gather pulls until the consumer holds every message its durable consumer
+// terminate counts, logs and terminates m (stream sequence seq), a poison
+// message: err, the handler's permanent error, says why.
+func (c *Consumer) terminate(log *slog.Logger, m jetstream.Msg, seq uint64, err error) {
+	c.terminated.Add(1)
+	log.Error("poison message terminated", "seq", seq, "err", err)
+	if err := m.TermWithReason("permanent handler error"); err != nil {
+		log.Warn("cannot terminate message", "seq", seq, "err", err)
+	}
+}
+
+// gather pulls until the batch holds every message the durable consumer
 // has delivered and not had acknowledged, keeping the messages alive. It
 // is false when ctx ended or the keeper fenced the messages off first.
-func (c *Consumer) gather(ctx context.Context, log *slog.Logger, k keeper, cons jetstream.Consumer, opts fetchOpts,
-	held *[]jetstream.Msg, keep func([]jetstream.Msg) []jetstream.Msg) bool {
+func (c *Consumer) gather(ctx context.Context, pl *partLoop, hb *heldBatch) bool {
 	warned := false
 	for attempt := 1; ; attempt++ {
-		if ctx.Err() != nil || !k.holds() {
+		if ctx.Err() != nil || !pl.keeper.holds() {
 			return false
 		}
 		ictx, cancel := context.WithTimeout(ctx, c.cfg.AckWait/3)
-		info, err := cons.Info(ictx)
+		info, err := pl.cons.Info(ictx)
 		cancel()
 		switch {
 		case err != nil:
 			if logAttempt(attempt) {
-				log.Warn("cannot read the consumer's pending messages, retrying", "attempt", attempt, "err", err)
+				pl.log.Warn("cannot read the consumer's pending messages, retrying", "attempt", attempt, "err", err)
 			}
 			if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryMin, c.cfg.RetryMax, attempt)) {
 				return false
 			}
 			continue
-		case info.NumAckPending <= len(*held):
+		case info.NumAckPending <= len(hb.msgs):
 			return true
 		}
 		if !warned {
 			warned = true
 			c.heldBack.Add(1)
-			log.Info("holding a batch back until the messages a previous consumer left unacknowledged come again",
-				"held", len(*held), "unacknowledged", info.NumAckPending, "within", c.cfg.AckWait)
+			pl.log.Info("holding a batch back until the messages a previous consumer left unacknowledged come again",
+				"held", len(hb.msgs), "unacknowledged", info.NumAckPending, "within", c.cfg.AckWait)
 		}
 		sent := time.Now()
-		if got := keep(c.more(cons, opts, c.cfg.batch()-len(*held), min(time.Second, c.cfg.AckWait/3))); len(got) > 0 {
-			k.add(got, sent)
+		got := c.hold(pl, c.more(pl.cons, pl.opts, c.cfg.batch()-len(hb.msgs), min(time.Second, c.cfg.AckWait/3)))
+		hb.add(got)
+		if len(got.msgs) > 0 {
+			pl.keeper.add(got.msgs, sent)
 		}
 	}
 }

@@ -446,13 +446,12 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 	defer background(ctx, l.keep)()
 	defer g.release(ctx, p, st, log)
 
-	var ps partState
-	opts := fetchOpts{jetstream.FetchPriorityGroup(g.cfg.Group)}
+	pl := partLoop{log: log, keeper: l, cons: cons, opts: fetchOpts{jetstream.FetchPriorityGroup(g.cfg.Group)}, h: h}
 	failures, ok := 0, false
 	for ctx.Err() == nil {
 		v := g.members.view()
 		if v.owner(p) != g.cfg.MemberID {
-			ps.whole = false
+			pl.whole = false
 			g.release(ctx, p, st, log)
 			select {
 			case <-ctx.Done():
@@ -462,14 +461,14 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 			continue
 		}
 		sent := time.Now() // not after the broker delivered: the lease starts here
-		msg, err := g.next(ctx, cons)
+		msg, err := g.next(ctx, pl.cons)
 		switch {
 		case err == nil:
 			failures = fetchRecovered(log, failures)
 			if g.notePin(p, msg, log) {
-				ps.whole = false
+				pl.whole = false
 			}
-			g.c.handle(ctx, log, l, &ps, cons, opts, msg, sent, h)
+			g.c.handle(ctx, &pl, msg, sent)
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -478,7 +477,7 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 			// (PinnedTTL); the library forgot the old pin id and the
 			// next pull competes for the pin again.
 			g.losePin(p, log)
-			ps.whole = false
+			pl.whole = false
 			continue
 		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 			if failures > 0 && g.c.js.Conn().IsConnected() {
@@ -489,7 +488,7 @@ func (g *GroupConsumer) runPartition(ctx context.Context, p uint32, cons jetstre
 			return fmt.Errorf("cannot fetch from %s: %w", g.Name(p), err)
 		}
 		failures++
-		if cons, ok = g.c.fetchFailed(ctx, log, p, cons, err, failures); !ok {
+		if pl.cons, ok = g.c.fetchFailed(ctx, log, p, pl.cons, err, failures); !ok {
 			return nil
 		}
 	}

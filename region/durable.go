@@ -194,7 +194,7 @@ func (d *durable) close() error {
 	return errors.Join(d.outbox.Close(), d.intake.Close(), d.keys.Close())
 }
 
-// mapErr turns a log error into the agent's sentinel.
+// mapLogErr turns a log error into the agent's sentinel.
 func (a *Agent) mapLogErr(err error) error {
 	switch {
 	case errors.Is(err, wal.ErrFull):
@@ -249,15 +249,47 @@ func (a *Agent) logReady() error {
 // below what the outbox carries. It must be called once before Start when
 // the agent has a log; until it returns nil, writes and Ready answer
 // ErrRecovering. Without a log it does nothing.
+//
+// The steps, in this order (the package documentation says why):
+// requeueOutbox, replayKeys, replayIntake, settleIntents, truncateCovered.
 func (a *Agent) Recover(ctx context.Context) error {
 	d := a.log
 	if d == nil || d.recovered.Load() {
 		return nil
 	}
-	// 1. The outbox: every message whose ack the agent did not see.
-	var covered uint64
+	covered, requeued, err := a.requeueOutbox()
+	if err != nil {
+		return err
+	}
+	if err := a.replayKeys(); err != nil {
+		return fmt.Errorf("cannot replay idempotency keys log: %w", err)
+	}
+	ir, err := a.replayIntake(covered)
+	if err != nil {
+		return err
+	}
+	if err := a.settleIntents(ctx, ir); err != nil {
+		return err
+	}
+	if err := a.truncateCovered(covered); err != nil {
+		return err
+	}
+	d.recovered.Store(true)
+	a.logger.Info("log replayed", "outbox_messages", requeued, "intake_records", a.logStats.RecordsReplayed.Load(),
+		"idempotency_keys", a.keys.st.Keys.Load(),
+		"intents_settled", a.logStats.IntentsSettled.Load(), "intents_ambiguous", a.logStats.IntentsAmbiguous.Load())
+	return nil
+}
+
+// requeueOutbox queues every message of the outbox log, each one whose
+// ack the agent did not see, with its original id, and returns the
+// highest intake index they cover and how many it queued. It relies on
+// running before any flush, so that a run's messages of a partition reach
+// the stream in increasing (epoch, seq). A record that does not decode is
+// counted, logged and not re-published.
+func (a *Agent) requeueOutbox() (covered uint64, requeued int, err error) {
 	var msgs []outMsg
-	err := d.outbox.Replay(0, func(i uint64, p []byte) error {
+	err = a.log.outbox.Replay(0, func(i uint64, p []byte) error {
 		m, err := decodeOutRecord(p)
 		if err != nil {
 			a.logStats.RecordsMalformed.Add(1)
@@ -269,116 +301,170 @@ func (a *Agent) Recover(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("cannot replay outbox log: %w", err)
+		return 0, 0, fmt.Errorf("cannot replay outbox log: %w", err)
 	}
 	if len(msgs) > 0 {
 		a.flusher.enqueue(msgs)
 		a.logStats.MessagesReplayed.Add(uint64(len(msgs)))
 	}
-	// 2. The keys that outlived their intake records.
-	if err := a.replayKeys(); err != nil {
-		return fmt.Errorf("cannot replay idempotency keys log: %w", err)
-	}
-	// 3. The intake: records at or above covered are not in any logged
-	// flush; intents, resolutions and keys are collected everywhere.
-	intents := make(map[uint64]*pendingIntent)
-	var order []uint64
-	resolved := make(map[uint64]bool)
-	err = d.intake.Replay(0, func(i uint64, p []byte) error {
-		if len(p) == 0 {
-			a.logStats.RecordsMalformed.Add(1)
-			return nil
-		}
-		var err error
-		var key *keyClaim
-		var answered *keyRecord
-		orig := p
-		if p[0] == recKeyed {
-			var k keyRecord
-			if k, p, err = decodeKeyed(p); err != nil {
-				p = []byte{0} // reported below
-			} else if k.answered {
-				answered = &k
-			} else {
-				key = &keyClaim{rec: k}
-			}
-		}
-		if len(p) == 0 {
-			if answered == nil {
-				a.logStats.RecordsMalformed.Add(1)
-				return nil
-			}
-			// A key alone: a reaction that changed nothing.
-			a.keys.restore(answered, 0, i)
-			a.logStats.RecordsReplayed.Add(1)
-			return nil
-		}
-		switch p[0] {
-		case recIncrements:
-			if i >= covered {
-				err = decodeIncrements(p, func(k Key, delta int64) { a.counters.Add(k, delta) })
-			}
-		case recIntent, recNamedIntent:
-			var in intent
-			if in, err = decodeIntent(p); err == nil {
-				if pi, ok := intents[in.id]; ok {
-					pi.index = i
-				} else {
-					intents[in.id] = &pendingIntent{index: i, payload: append([]byte(nil), orig...), in: in, since: time.Now(), key: key}
-					order = append(order, in.id)
-				}
-			}
-		case recResolution:
-			var rs resolution
-			if rs, err = decodeResolution(p); err == nil {
-				resolved[rs.id] = true
-				if i >= covered && rs.applied {
-					for _, dl := range rs.deltas {
-						a.counters.Add(Key{ContentID: rs.content, Counter: dl.Counter, Region: dl.Region}, dl.Delta)
-					}
-				}
-			}
-		default:
-			err = errRecord
-		}
-		if err != nil {
-			a.logStats.RecordsMalformed.Add(1)
-			a.logger.Error("intake record does not decode; not applied", "index", i, "err", err)
-			return nil
-		}
-		if answered != nil {
-			a.keys.restore(answered, 0, i)
-		}
-		a.logStats.RecordsReplayed.Add(1)
+	return covered, len(msgs), nil
+}
+
+// intakeReplay is what replaying the intake log collects: the reaction
+// intents, each with the index of its latest copy, in the order of their
+// first copies, and the ids of the intents that have a resolution.
+type intakeReplay struct {
+	covered  uint64 // the lowest intake index no logged flush carries
+	intents  map[uint64]*pendingIntent
+	order    []uint64
+	resolved map[uint64]bool
+}
+
+// replayIntake replays the intake log (replayRecord), adding to the
+// counters what the logged flushes (the outbox, up to covered) do not
+// carry, and returns the intents and resolutions it found.
+func (a *Agent) replayIntake(covered uint64) (*intakeReplay, error) {
+	ir := &intakeReplay{covered: covered, intents: make(map[uint64]*pendingIntent), resolved: make(map[uint64]bool)}
+	err := a.log.intake.Replay(0, func(i uint64, p []byte) error {
+		a.replayRecord(ir, i, p)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("cannot replay intake log: %w", err)
+		return nil, fmt.Errorf("cannot replay intake log: %w", err)
 	}
-	// 4. Settle the intents without a resolution: each gets one, appended
-	// (and its deltas counted, and its key kept) before the truncation
-	// below can drop it.
-	for _, id := range order {
-		if resolved[id] {
+	return ir, nil
+}
+
+// replayRecord replays intake record i: its write (replayWrite) and the
+// idempotency key it carries, if answered, into the key table; a key
+// alone is a reaction that changed nothing. A record that does not decode
+// is counted and not applied, and logged when its write is what fails.
+func (a *Agent) replayRecord(ir *intakeReplay, i uint64, p []byte) {
+	if len(p) == 0 {
+		a.logStats.RecordsMalformed.Add(1)
+		return
+	}
+	orig := p
+	p, key, answered := splitKeyed(p)
+	if len(p) == 0 {
+		if answered == nil {
+			a.logStats.RecordsMalformed.Add(1)
+			return
+		}
+		// A key alone: a reaction that changed nothing.
+		a.keys.restore(answered, 0, i)
+		a.logStats.RecordsReplayed.Add(1)
+		return
+	}
+	if err := a.replayWrite(ir, i, p, orig, key); err != nil {
+		a.logStats.RecordsMalformed.Add(1)
+		a.logger.Error("intake record does not decode; not applied", "index", i, "err", err)
+		return
+	}
+	if answered != nil {
+		a.keys.restore(answered, 0, i)
+	}
+	a.logStats.RecordsReplayed.Add(1)
+}
+
+// splitKeyed splits an intake record that starts with an idempotency key
+// (recKeyed) into the write it guards and the key: as key while the write
+// had no answer, as answered once it had. A key that does not decode gives
+// a write no record type matches, which replayWrite reports. A record
+// without a key is all write.
+func splitKeyed(p []byte) (write []byte, key *keyClaim, answered *keyRecord) {
+	if p[0] != recKeyed {
+		return p, nil, nil
+	}
+	k, write, err := decodeKeyed(p)
+	switch {
+	case err != nil:
+		return []byte{0}, nil, nil // reported by replayWrite
+	case k.answered:
+		return write, nil, &k
+	default:
+		return write, &keyClaim{rec: k}, nil
+	}
+}
+
+// replayWrite replays the write p of intake record i (orig is the whole
+// record, key its unanswered idempotency key or nil). Increments, and the
+// deltas of applied resolutions, at or above ir.covered are added to the
+// counters: a logged flush carries those below. Intents and resolutions
+// are collected at every index, for settleIntents.
+func (a *Agent) replayWrite(ir *intakeReplay, i uint64, p, orig []byte, key *keyClaim) error {
+	switch p[0] {
+	case recIncrements:
+		if i >= ir.covered {
+			return decodeIncrements(p, func(k Key, delta int64) { a.counters.Add(k, delta) })
+		}
+		return nil
+	case recIntent, recNamedIntent:
+		in, err := decodeIntent(p)
+		if err != nil {
+			return err
+		}
+		if pi, ok := ir.intents[in.id]; ok {
+			pi.index = i
+		} else {
+			ir.intents[in.id] = &pendingIntent{index: i, payload: append([]byte(nil), orig...), in: in, since: time.Now(), key: key}
+			ir.order = append(ir.order, in.id)
+		}
+		return nil
+	case recResolution:
+		rs, err := decodeResolution(p)
+		if err != nil {
+			return err
+		}
+		ir.resolved[rs.id] = true
+		if i >= ir.covered && rs.applied {
+			a.addDeltas(rs.content, rs.deltas)
+		}
+		return nil
+	default:
+		return errRecord
+	}
+}
+
+// settleIntents settles the intents without a resolution, in the order
+// they were logged (settleReplayed).
+func (a *Agent) settleIntents(ctx context.Context, ir *intakeReplay) error {
+	for _, id := range ir.order {
+		if ir.resolved[id] {
 			continue
 		}
-		pi := intents[id]
-		a.logStats.IntentsReplayed.Add(1)
-		rs, err := a.settle(ctx, &pi.in)
-		if err != nil {
-			return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
-		}
-		rec, keep := a.keyedResolution(pi, &rs, appendResolution(nil, &rs))
-		if _, err := d.intake.AppendApply(context.Background(), rec, func(i uint64) {
-			a.addDeltas(rs.content, rs.deltas)
-			keep(i)
-		}); err != nil {
-			return fmt.Errorf("cannot log a settled reaction: %w", err)
+		if err := a.settleReplayed(ctx, ir.intents[id]); err != nil {
+			return err
 		}
 	}
-	// 5. A crash between logging a flush and truncating the intake log
-	// below what it carries leaves those records: drop them now, once
-	// their keys are in the keys log.
+	return nil
+}
+
+// settleReplayed decides an intent logged before the restart against the
+// row (settle) and appends its resolution, counting its deltas and keeping
+// its key inside the append: before truncateCovered can drop the intent.
+func (a *Agent) settleReplayed(ctx context.Context, pi *pendingIntent) error {
+	a.logStats.IntentsReplayed.Add(1)
+	rs, err := a.settle(ctx, &pi.in)
+	if err != nil {
+		return fmt.Errorf("cannot settle the reaction of user %q on %q logged before the restart: %w", pi.in.user, pi.in.content, err)
+	}
+	rec, keep := a.keyedResolution(pi, &rs, appendResolution(nil, &rs))
+	if _, err := a.log.intake.AppendApply(context.Background(), rec, func(i uint64) {
+		a.addDeltas(rs.content, rs.deltas)
+		keep(i)
+	}); err != nil {
+		return fmt.Errorf("cannot log a settled reaction: %w", err)
+	}
+	return nil
+}
+
+// truncateCovered drops the intake records below covered, which a logged
+// flush carries (a crash between logging a flush and truncating the intake
+// log below it leaves them), once their keys are in the keys log
+// (moveKeys). It relies on every intent among them being settled.
+func (a *Agent) truncateCovered(covered uint64) error {
+	d := a.log
 	if next := d.intake.Stats().NextIndex; covered > next {
 		a.logger.Warn("outbox covers intake records the log does not have (power cut in interval mode?)", "covered", covered, "next", next)
 		covered = next
@@ -387,13 +473,10 @@ func (a *Agent) Recover(ctx context.Context) error {
 	if err := d.intake.TruncateBefore(covered); err != nil {
 		return fmt.Errorf("cannot truncate intake log: %w", err)
 	}
-	d.recovered.Store(true)
-	a.logger.Info("log replayed", "outbox_messages", len(msgs), "intake_records", a.logStats.RecordsReplayed.Load(),
-		"idempotency_keys", a.keys.st.Keys.Load(),
-		"intents_settled", a.logStats.IntentsSettled.Load(), "intents_ambiguous", a.logStats.IntentsAmbiguous.Load())
 	return nil
 }
 
+// addDeltas adds a reaction's deltas to the counters of content.
 func (a *Agent) addDeltas(content string, deltas []Delta) {
 	for _, d := range deltas {
 		a.counters.Add(Key{ContentID: content, Counter: d.Counter, Region: d.Region}, d.Delta)

@@ -78,7 +78,8 @@ func counterOf(a engagement.Action) string {
 
 // react runs one reaction: read the row, decide, compare-and-set, and on
 // success add the transition's deltas to the counters. A lost
-// compare-and-set re-reads and tries again, up to maxAttempts times.
+// compare-and-set re-reads and tries again, up to Config.ReactionAttempts
+// times.
 //
 // With a log, the intent (the row as read and the row to write) is
 // appended before the compare-and-set, and a resolution (applied or not,
@@ -90,125 +91,193 @@ func counterOf(a engagement.Action) string {
 // kc, when not nil, is the request's idempotency key: it goes into the
 // intent and the resolution of the write that applies (or, when nothing
 // changes, into a record of its own), see ReactOnce.
+//
+// The steps of an attempt: readReaction, then either reactUnchanged or
+// planReaction and writeReaction.
 func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID string, action engagement.Action) (ReactResult, error) {
 	if a.log != nil && !a.log.recovered.Load() {
 		return ReactResult{}, ErrRecovering
 	}
 	for attempt := 0; attempt < a.cfg.ReactionAttempts; attempt++ {
-		cur, found, err := a.reactions.GetReaction(ctx, userID, contentID)
+		cur, found, err := a.readReaction(ctx, userID, contentID, action)
 		if err != nil {
-			return ReactResult{}, fmt.Errorf("cannot read reaction: %w", err)
+			return ReactResult{}, err
 		}
-		prev := engagement.ActionNone
-		if found {
-			prev = cur.Action
-		}
-		if sr, ok := a.reactions.(SerialReader); ok && prev == action {
-			// Nothing is written on this way, so no compare-and-set
-			// catches a stale row: confirm it at serial consistency.
-			if cur, found, err = sr.GetReactionSerial(ctx, userID, contentID); err != nil {
-				return ReactResult{}, fmt.Errorf("cannot read reaction: %w", err)
-			}
-			prev = engagement.ActionNone
-			if found {
-				prev = cur.Action
-			}
-		}
+		prev := actionOf(cur, found)
 		if prev == action {
-			res := ReactResult{Previous: prev, Action: action, Version: cur.Version}
-			if kc != nil {
-				if err := a.keyUnchanged(ctx, kc, res); err != nil {
-					return ReactResult{}, err
-				}
-			}
-			a.stats.ReactionsUnchanged.Add(1)
-			return res, nil
+			return a.reactUnchanged(ctx, kc, ReactResult{Previous: prev, Action: action, Version: cur.Version})
 		}
-		now := a.now()
-		// The intent id names the write (its token), so that a lost
-		// answer is settled by looking for it among the row's writers.
-		in := intent{id: newIncarnation(), user: userID, content: contentID, region: a.cfg.Region, action: action,
-			prev: cur, prevFound: found, named: true}
-		var next engagement.Reaction
-		switch {
-		case action == engagement.ActionNone:
-			in.op = opDelete
-			cur.Token = in.id
-		case !found:
-			in.op = opInsert
-			in.prevWriters = cur.Writers
-			next = engagement.Reaction{
-				UserID: userID, ContentID: contentID, Action: action, Region: a.cfg.Region,
-				Version: 1, Incarnation: newIncarnation(), UpdatedAt: now, Token: in.id,
-			}
-		default:
-			in.op = opUpdate
-			next = cur
-			next.Action, next.Region, next.Version, next.UpdatedAt, next.Token = action, a.cfg.Region, cur.Version+1, now, in.id
-		}
-		in.next = next
-		var pi *pendingIntent
-		if a.log != nil {
-			if pi, err = a.logIntent(ctx, &in, kc); err != nil {
-				return ReactResult{}, err
-			}
-		}
-		var applied bool
-		switch in.op {
-		case opDelete:
-			applied, err = a.reactions.DeleteReaction(ctx, cur)
-		case opInsert:
-			applied, err = a.reactions.InsertReaction(ctx, next)
-		default:
-			applied, err = a.reactions.UpdateReaction(ctx, cur, next)
-		}
-		if err != nil && !applied {
-			switch {
-			case pi == nil:
-			case errors.Is(err, store.ErrRefused):
-				// Refused before it ran: not applied, for good. Deciding
-				// it now keeps a store outage from leaving an open intent
-				// per request, whose later settles find rows moved on by
-				// then (ambiguous, counted by no one).
-				a.logStats.IntentsRefused.Add(1)
-				if lerr := a.logResolution(ctx, pi, &resolution{id: in.id, content: contentID}); lerr != nil {
-					a.logger.Warn("cannot log a refused reaction's outcome; retried later", "err", lerr)
-				}
-			default:
-				a.resolveAfterError(ctx, pi)
-			}
-			return ReactResult{}, fmt.Errorf("cannot write reaction: %w", err)
-		}
+		w := a.planReaction(userID, contentID, action, cur, found)
+		applied, err := a.writeReaction(ctx, kc, &w)
 		if err != nil {
-			// The row changed but the store reports a follow-up failure
-			// (e.g. its by-content index lags). The change happened, so
-			// its deltas must be counted; the recount repairs the index.
-			a.logger.Warn("reaction applied with a store warning", "user", userID, "content", contentID, "err", err)
-		}
-		var buf [2]Delta
-		deltas := Transition(prev, cur.Region, action, a.cfg.Region, &buf)
-		if pi != nil {
-			rs := resolution{id: in.id, applied: applied, content: contentID}
-			if applied {
-				rs.deltas = deltas
-			}
-			if err := a.logResolution(ctx, pi, &rs); err != nil {
-				return ReactResult{}, err
-			}
-		} else if applied {
-			a.addDeltas(contentID, deltas)
+			return ReactResult{}, err
 		}
 		if !applied {
 			a.stats.ReactionConflicts.Add(1)
 			continue
 		}
 		a.stats.ReactionsChanged.Add(1)
-		res := ReactResult{Previous: prev, Action: action, Version: next.Version, Changed: true}
+		res := ReactResult{Previous: prev, Action: action, Version: w.next.Version, Changed: true}
 		a.keyApplied(kc, res)
 		return res, nil
 	}
 	a.stats.ReactionsContended.Add(1)
 	return ReactResult{}, ErrContended
+}
+
+// actionOf is the action of a user's row as read: none when not found.
+func actionOf(row engagement.Reaction, found bool) engagement.Action {
+	if found {
+		return row.Action
+	}
+	return engagement.ActionNone
+}
+
+// readReaction reads the user's row. When it already shows action and the
+// store is a SerialReader, the row is read again at serial consistency:
+// nothing is written on that way, so no compare-and-set catches a stale
+// row.
+func (a *Agent) readReaction(ctx context.Context, userID, contentID string, action engagement.Action) (engagement.Reaction, bool, error) {
+	cur, found, err := a.reactions.GetReaction(ctx, userID, contentID)
+	if err != nil {
+		return cur, found, fmt.Errorf("cannot read reaction: %w", err)
+	}
+	if sr, ok := a.reactions.(SerialReader); ok && actionOf(cur, found) == action {
+		if cur, found, err = sr.GetReactionSerial(ctx, userID, contentID); err != nil {
+			return cur, found, fmt.Errorf("cannot read reaction: %w", err)
+		}
+	}
+	return cur, found, nil
+}
+
+// reactUnchanged answers a reaction that changes nothing (res), after
+// logging its idempotency key kc, if any, in a record of its own.
+func (a *Agent) reactUnchanged(ctx context.Context, kc *keyClaim, res ReactResult) (ReactResult, error) {
+	if kc != nil {
+		if err := a.keyUnchanged(ctx, kc, res); err != nil {
+			return ReactResult{}, err
+		}
+	}
+	a.stats.ReactionsUnchanged.Add(1)
+	return res, nil
+}
+
+// reactionWrite is one attempt's compare-and-set of a user's row: its
+// intent (which names the write), the row as read and the row to write.
+type reactionWrite struct {
+	in   intent
+	prev engagement.Action   // the action of the row as read
+	cur  engagement.Reaction // the row as read; for a delete, named by the intent
+	next engagement.Reaction // the row to write; zero for a delete
+}
+
+// planReaction decides the compare-and-set that moves the row as read
+// (cur, found) to action: a delete, an insert of a new incarnation or an
+// update to the next version, named by a new intent id as its token, so
+// that a lost answer is settled by looking for the id among the row's
+// writers.
+func (a *Agent) planReaction(userID, contentID string, action engagement.Action, cur engagement.Reaction, found bool) reactionWrite {
+	now := a.now()
+	w := reactionWrite{prev: actionOf(cur, found), cur: cur}
+	w.in = intent{id: newIncarnation(), user: userID, content: contentID, region: a.cfg.Region, action: action,
+		prev: cur, prevFound: found, named: true}
+	switch {
+	case action == engagement.ActionNone:
+		w.in.op = opDelete
+		w.cur.Token = w.in.id
+	case !found:
+		w.in.op = opInsert
+		w.in.prevWriters = cur.Writers
+		w.next = engagement.Reaction{
+			UserID: userID, ContentID: contentID, Action: action, Region: a.cfg.Region,
+			Version: 1, Incarnation: newIncarnation(), UpdatedAt: now, Token: w.in.id,
+		}
+	default:
+		w.in.op = opUpdate
+		w.next = cur
+		w.next.Action, w.next.Region, w.next.Version, w.next.UpdatedAt, w.next.Token = action, a.cfg.Region, cur.Version+1, now, w.in.id
+	}
+	w.in.next = w.next
+	return w
+}
+
+// writeReaction logs w's intent (with a log), sends the compare-and-set,
+// and counts its outcome (countReaction); it reports whether the write
+// applied. An error with the write not applied is decided at once when
+// the store refused it, else settled (failedReaction); an error with the
+// write applied is logged and the change counted.
+func (a *Agent) writeReaction(ctx context.Context, kc *keyClaim, w *reactionWrite) (bool, error) {
+	var pi *pendingIntent
+	if a.log != nil {
+		var err error
+		if pi, err = a.logIntent(ctx, &w.in, kc); err != nil {
+			return false, err
+		}
+	}
+	applied, err := a.compareAndSet(ctx, w)
+	if err != nil && !applied {
+		a.failedReaction(ctx, pi, w, err)
+		return false, fmt.Errorf("cannot write reaction: %w", err)
+	}
+	if err != nil {
+		// The row changed but the store reports a follow-up failure
+		// (e.g. its by-content index lags). The change happened, so
+		// its deltas must be counted; the recount repairs the index.
+		a.logger.Warn("reaction applied with a store warning", "user", w.in.user, "content", w.in.content, "err", err)
+	}
+	return applied, a.countReaction(ctx, pi, w, applied)
+}
+
+// compareAndSet sends w's compare-and-set to the store.
+func (a *Agent) compareAndSet(ctx context.Context, w *reactionWrite) (bool, error) {
+	switch w.in.op {
+	case opDelete:
+		return a.reactions.DeleteReaction(ctx, w.cur)
+	case opInsert:
+		return a.reactions.InsertReaction(ctx, w.next)
+	default:
+		return a.reactions.UpdateReaction(ctx, w.cur, w.next)
+	}
+}
+
+// failedReaction decides the logged intent pi (nil without a log) of a
+// compare-and-set that answered err and did not apply: not applied when
+// the store refused it before it ran, else by resolveAfterError.
+func (a *Agent) failedReaction(ctx context.Context, pi *pendingIntent, w *reactionWrite, err error) {
+	switch {
+	case pi == nil:
+	case errors.Is(err, store.ErrRefused):
+		// Refused before it ran: not applied, for good. Deciding
+		// it now keeps a store outage from leaving an open intent
+		// per request, whose later settles find rows moved on by
+		// then (ambiguous, counted by no one).
+		a.logStats.IntentsRefused.Add(1)
+		if lerr := a.logResolution(ctx, pi, &resolution{id: w.in.id, content: w.in.content}); lerr != nil {
+			a.logger.Warn("cannot log a refused reaction's outcome; retried later", "err", lerr)
+		}
+	default:
+		a.resolveAfterError(ctx, pi)
+	}
+}
+
+// countReaction counts the outcome of w's compare-and-set: with a log, it
+// appends the resolution of intent pi, which adds the transition's deltas
+// when the write applied (logResolution); without one, it adds them
+// directly.
+func (a *Agent) countReaction(ctx context.Context, pi *pendingIntent, w *reactionWrite, applied bool) error {
+	var buf [2]Delta
+	deltas := Transition(w.prev, w.cur.Region, w.in.action, a.cfg.Region, &buf)
+	if pi == nil {
+		if applied {
+			a.addDeltas(w.in.content, deltas)
+		}
+		return nil
+	}
+	rs := resolution{id: w.in.id, applied: applied, content: w.in.content}
+	if applied {
+		rs.deltas = deltas
+	}
+	return a.logResolution(ctx, pi, &rs)
 }
 
 // logIntent appends in to the intake log and registers it as pending,
