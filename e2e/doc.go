@@ -7,7 +7,7 @@
 // fault tests pause (SIGSTOP) the Cassandra JVM they find, so they must not
 // run beside other users of that node.
 //
-// TestFault is the fault-injection suite (DESIGN.md G15). Each row runs two
+// TestFault is the fault-injection suite (docs/design.md G15). Each row runs two
 // agents and two rollups of its own, drives 1,500 increments/s and 16 users
 // toggling reactions while it injects one fault, waits for the totals to
 // drain, and checks per item that lost = acked − counted and doubled =

@@ -12,7 +12,7 @@ import (
 )
 
 // Config configures the API. Zero limits take their defaults (see
-// DefaultConfig); the defaults are the limits DESIGN.md promises.
+// DefaultConfig); the defaults are the limits docs/design.md promises.
 type Config struct {
 	// Region is the agent's own region. Required.
 	Region string

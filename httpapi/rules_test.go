@@ -136,7 +136,7 @@ type ruleCase struct {
 	wantErrorContains string
 }
 
-// ruleCases lists every input rule of DESIGN.md and this package, each
+// ruleCases lists every input rule of docs/design.md and this package, each
 // broken once.
 func ruleCases() []ruleCase {
 	const (

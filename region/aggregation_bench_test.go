@@ -10,7 +10,7 @@ import (
 
 // zipfIDs draws item ranks 0..n-1 with probability proportional to
 // 1/(rank+1)^s by inverting the cumulative distribution (math/rand/v2's
-// Zipf needs s > 1; DESIGN.md's G10 asks for s = 1.0).
+// Zipf needs s > 1; docs/design.md's G10 asks for s = 1.0).
 type zipfIDs struct {
 	cdf []float64
 	rng *rand.Rand

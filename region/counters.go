@@ -183,7 +183,7 @@ func (c *counter) word() *atomic.Int64 {
 // number that differs between goroutines and stays the same for one
 // goroutine's successive adds. Each goroutine therefore keeps adding to the
 // same shard, whose cache line stays in its core's cache, which is what makes
-// a sharded add as cheap as an uncontended atomic add (DESIGN.md G3); a fresh
+// a sharded add as cheap as an uncontended atomic add (docs/design.md G3); a fresh
 // random shard per add, even from math/rand/v2's per-thread generator, costs
 // more than the add itself and moves the line between cores on about half of
 // the adds. Two goroutines that land on the same shard only share a line,

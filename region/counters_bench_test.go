@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Benchmarks for DESIGN.md targets G3 and G4. Run them with
+// Benchmarks for docs/design.md targets G3 and G4. Run them with
 //
 //	go test ./region -run '^$' -bench 'Hot|Cold' -cpu 1,2 -count 5
 //

@@ -46,7 +46,7 @@ type Delta struct {
 
 // Transition returns the counter deltas for a user's reaction moving from
 // prev (recorded by prevRegion) to next (recorded by region), following the
-// table in DESIGN.md: a removed reaction is subtracted from the region that
+// table in docs/design.md: a removed reaction is subtracted from the region that
 // recorded it, an added one is counted in the region recording it now.
 // same → same yields no delta. The result has at most two entries and is
 // written into buf to avoid allocation.

@@ -6,7 +6,7 @@ import (
 	"github.com/edgecount/edgecount/engagement"
 )
 
-// TestTransitionTable is DESIGN.md "Reaction transitions", row by row.
+// TestTransitionTable is docs/design.md "Reaction transitions", row by row.
 func TestTransitionTable(t *testing.T) {
 	const (
 		none    = engagement.ActionNone

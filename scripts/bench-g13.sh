@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures DESIGN.md's G13 in one run: durable ingest (durability fsync, the
+# Measures docs/design.md's G13 in one run: durable ingest (durability fsync, the
 # default) ÷ the same ingest with durability none, for batches of 100
 # increments a request and for single increments, and the ack p99 the log
 # adds ÷ the p99 of a bare write+fsync of the same size.

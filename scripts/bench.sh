@@ -209,7 +209,7 @@ for run in $(seq "$RUNS"); do
 	kv redis_incr64_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 12)))"
 	# Without -r redis-benchmark's INCR adds to one key; loadgen spreads its
 	# increments over 10^4 ids. The same keyspace, for context (G1 keeps the
-	# figure above, DESIGN.md's peer).
+	# figure above, docs/design.md's peer).
 	kv redis_incr64_r10k "$(rb incr 64 $((REDIS_N * 12)) -r 10000)"
 	t0=$(cpu_ticks "$rpid")
 	kv redis_get1 "$(rb get 1 "$REDIS_N")"

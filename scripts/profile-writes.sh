@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the CPU time of a write goes in a standalone edge agent, beside the
-# peers' CPU time per request, measured in one run: the proof DESIGN.md asks
+# peers' CPU time per request, measured in one run: the proof docs/design.md asks
 # for when G1 or G2 is not met ("a profile and the floor").
 #
 # Every server is pinned to core SUT_CORE (1), every generator to GEN_CORE

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 )
 
-// Benchmarks for DESIGN.md target G8 (update cost against a map
+// Benchmarks for docs/design.md target G8 (update cost against a map
 // increment) and the merge cost. Run them with
 //
 //	go test ./topk -run '^$' -bench . -benchmem

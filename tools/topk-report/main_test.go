@@ -75,7 +75,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	md := out.String()
 	for _, want := range []string{
-		"## Targets (DESIGN.md)", "| G7 precision@100 at 64 KiB | zipf-0.8 |", "| G8 update ns ÷ map increment ns | zipf-1.2 |",
+		"## Targets (docs/design.md)", "| G7 precision@100 at 64 KiB | zipf-0.8 |", "| G8 update ns ÷ map increment ns | zipf-1.2 |",
 		"## Stream zipf-0.8", "## Stream bursty", "### Layouts (zipf-1.0)", "### Longer ids",
 		"## Merged against one summary", "## Windows on the bursty stream", "## Update speed (G8)", "## Merge and encoding cost",
 		"| cm+heap | 16 KiB |", "| space-saving | 64 KiB |",

@@ -255,7 +255,7 @@ func (r *reporter) targets(single map[string]result, speeds map[string]*speedRes
 		}
 		return "**not met**"
 	}
-	r.printf("## Targets (DESIGN.md)\n\n")
+	r.printf("## Targets (docs/design.md)\n\n")
 	r.printf("| target | stream | measured | goal | |\n|---|---|---|---|---|\n")
 	goals := map[string]float64{"zipf-0.8": 0.95, "zipf-1.0": 0.99, "zipf-1.2": 0.99}
 	for _, name := range []string{"zipf-0.8", "zipf-1.0", "zipf-1.2"} {
