@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/pbwire"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -518,20 +519,16 @@ func insertLength(dst []byte, lenAt, start int) []byte {
 	return dst
 }
 
+// appendStringField appends a string field, left out when empty
+// (pbwire.AppendString).
 func appendStringField(dst []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	return protowire.AppendString(dst, s)
+	return pbwire.AppendString(dst, num, s)
 }
 
+// appendIntField appends an int64 field, left out when 0
+// (pbwire.AppendUint).
 func appendIntField(dst []byte, num protowire.Number, v int64) []byte {
-	if v == 0 {
-		return dst
-	}
-	dst = protowire.AppendTag(dst, num, protowire.VarintType)
-	return protowire.AppendVarint(dst, uint64(v))
+	return pbwire.AppendUint(dst, num, uint64(v))
 }
 
 // writeProtobuf answers status with a protobuf body.
