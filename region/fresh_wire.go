@@ -65,11 +65,8 @@ func DecodeHeldQuery(data []byte) ([]string, error) {
 		}
 		return nil
 	})
-	if err == nil && version != heldVersion {
-		err = fmt.Errorf("version %d, want %d", version, heldVersion)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedHeld, err)
+	if err = heldMessageError(err, version); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -135,13 +132,23 @@ func DecodeHeldAnswer(data []byte) (map[string][]Held, error) {
 		}
 		return nil
 	})
+	if err = heldMessageError(err, version); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// heldMessageError is the error of decoding a query or an answer: err,
+// the walk's, or else a version other than heldVersion; wrapped with
+// ErrMalformedHeld.
+func heldMessageError(err error, version uint64) error {
 	if err == nil && version != heldVersion {
 		err = fmt.Errorf("version %d, want %d", version, heldVersion)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedHeld, err)
+		return fmt.Errorf("%w: %v", ErrMalformedHeld, err)
 	}
-	return out, nil
+	return nil
 }
 
 func decodeHeldItem(data []byte) (string, []Held, error) {
