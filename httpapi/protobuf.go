@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -437,14 +435,7 @@ func appendCountFields(dst []byte, contentID, scope string, rd *region.CountRead
 	dst = appendIntField(dst, 3, st.Likes)
 	dst = appendIntField(dst, 4, st.Dislikes)
 	var buf [8]namedCount
-	cs := buf[:0]
-	for k, v := range st.Counters {
-		cs = append(cs, namedCount{k, v})
-	}
-	if len(cs) > 1 {
-		slices.SortFunc(cs, func(x, y namedCount) int { return strings.Compare(x.name, y.name) })
-	}
-	for _, c := range cs {
+	for _, c := range sortedCounters(buf[:0], st.Counters) {
 		dst = protowire.AppendTag(dst, 5, protowire.BytesType)
 		dst = protowire.AppendVarint(dst, uint64(protowire.SizeTag(1)+protowire.SizeBytes(len(c.name))+
 			protowire.SizeTag(2)+protowire.SizeVarint(uint64(c.value))))
