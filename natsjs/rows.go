@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/internal/pbwire"
+	"github.com/edgecount/edgecount/internal/periodic"
 )
 
 // Row pushes: after every write the rollup publishes the rows it wrote on
@@ -360,18 +361,11 @@ func (p *RowPusher) RunHeartbeats(ctx context.Context, interval time.Duration, o
 	if interval <= 0 {
 		interval = RowsHeartbeat
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, part := range owned() {
-				p.Heartbeat(part)
-			}
+	periodic.Run(ctx, interval, func() {
+		for _, part := range owned() {
+			p.Heartbeat(part)
 		}
-	}
+	})
 }
 
 func (p *RowPusher) publish(subject string, data []byte) bool {
