@@ -185,6 +185,16 @@ start_redis() {
 	rpid=$!
 	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 }
+# redis_load KEY PER TEST PIPELINE REQUESTS [FLAGS...]: runs rb on the
+# Redis (rpid) and records KEY (requests/s) and KEY_cpu_us (Redis's CPU
+# per PER requests).
+redis_load() {
+	local key=$1 per=$2 t0
+	shift 2
+	t0=$(cpu_ticks "$rpid")
+	kv "$key" "$(rb "$@")"
+	kv "${key}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$rpid")" $(($3 / per)))"
+}
 # floor_load KEY LOADGEN-ARGS...: drives the floor server (fpid) on
 # FLOOR_PORT with loadgen and records KEY_rps and KEY_cpu_us (the
 # server's CPU per request); the report stays in r.
@@ -203,32 +213,21 @@ for run in $(seq "$RUNS"); do
 
 	echo "-- $(date -u +%T) redis-server (core $SUT_CORE) and redis-benchmark (core $GEN_CORE), 50 clients"
 	start_redis --appendonly no
-	t0=$(cpu_ticks "$rpid")
-	kv redis_incr1 "$(rb incr 1 "$REDIS_N")"
-	t1=$(cpu_ticks "$rpid")
-	kv redis_incr1_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
-	kv redis_incr64 "$(rb incr 64 $((REDIS_N * 12)))"
-	kv redis_incr64_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 12)))"
+	redis_load redis_incr1 1 incr 1 "$REDIS_N"
+	redis_load redis_incr64 1 incr 64 $((REDIS_N * 12))
 	# Without -r redis-benchmark's INCR adds to one key; loadgen spreads its
 	# increments over 10^4 ids. The same keyspace, for context (G1 keeps the
 	# figure above, DESIGN.md's peer).
 	kv redis_incr64_r10k "$(rb incr 64 $((REDIS_N * 12)) -r 10000)"
-	t0=$(cpu_ticks "$rpid")
-	kv redis_get1 "$(rb get 1 "$REDIS_N")"
-	t1=$(cpu_ticks "$rpid")
-	kv redis_get1_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
-	kv redis_get16 "$(rb get 16 $((REDIS_N * 10)))"
-	# Per 16 keys (one pipelined round of -P 16), as the agent's per 16-id read.
-	kv redis_get16_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
+	redis_load redis_get1 1 get 1 "$REDIS_N"
+	# CPU per 16 keys (one pipelined round of -P 16), as the agent's per
+	# 16-id read.
+	redis_load redis_get16 16 get 16 $((REDIS_N * 10))
 	# Likewise GET reads one key; over the 10^4 keys G6 reads (set first),
 	# for context.
 	rb set 16 $((REDIS_N * 2)) -r 10000 >/dev/null
-	t0=$(cpu_ticks "$rpid")
-	kv redis_get1_r10k "$(rb get 1 "$REDIS_N" -r 10000)"
-	t1=$(cpu_ticks "$rpid")
-	kv redis_get1_r10k_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
-	kv redis_get16_r10k "$(rb get 16 $((REDIS_N * 10)) -r 10000)"
-	kv redis_get16_r10k_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
+	redis_load redis_get1_r10k 1 get 1 "$REDIS_N" -r 10000
+	redis_load redis_get16_r10k 16 get 16 $((REDIS_N * 10)) -r 10000
 	stop_pid "$rpid"
 
 	# The same INCR load on a Redis as durable as the agent's default: an
