@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/edgecount/edgecount/internal/periodic"
 )
 
 // Errors callers act on.
@@ -714,27 +716,24 @@ func (n *Node) sendLoop() {
 	}
 }
 
-// rejoinLoop joins the seeds again while the node is alone.
+// rejoinLoop joins the seeds again, every RejoinInterval, while the node
+// is alone, until the node closes.
 func (n *Node) rejoinLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.RejoinInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
+	periodic.Run(n.ctx, n.cfg.RejoinInterval, n.rejoin)
+}
+
+// rejoin joins the seeds if the node is alone.
+func (n *Node) rejoin() {
+	if n.live.Load() > 1 {
+		return
+	}
+	if k, err := n.Join(n.ctx, n.cfg.Seeds); err != nil {
+		if n.ctx.Err() == nil {
+			n.logger.Warn("gossip node is alone and cannot reach its seeds", "seeds", n.cfg.Seeds, "err", err)
 		}
-		if n.live.Load() > 1 {
-			continue
-		}
-		if k, err := n.Join(n.ctx, n.cfg.Seeds); err != nil {
-			if n.ctx.Err() == nil {
-				n.logger.Warn("gossip node is alone and cannot reach its seeds", "seeds", n.cfg.Seeds, "err", err)
-			}
-		} else {
-			n.logger.Info("gossip node rejoined", "seeds_reached", k)
-		}
+	} else {
+		n.logger.Info("gossip node rejoined", "seeds_reached", k)
 	}
 }
 

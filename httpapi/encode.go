@@ -273,16 +273,8 @@ func appendCounts(dst []byte, contentID, scope string, st *engagement.Stats) []b
 	dst = append(dst, `,"dislikes":`...)
 	dst = strconv.AppendInt(dst, st.Dislikes, 10)
 	dst = append(dst, `,"counters":{`...)
-	// One pass over the map (no second lookup per name), sorted by name.
 	var buf [8]namedCount
-	cs := buf[:0]
-	for k, v := range st.Counters {
-		cs = append(cs, namedCount{k, v})
-	}
-	if len(cs) > 1 {
-		slices.SortFunc(cs, func(x, y namedCount) int { return strings.Compare(x.name, y.name) })
-	}
-	for i, c := range cs {
+	for i, c := range sortedCounters(buf[:0], st.Counters) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -299,6 +291,20 @@ func appendCounts(dst []byte, contentID, scope string, st *engagement.Stats) []b
 type namedCount struct {
 	name  string
 	value int64
+}
+
+// sortedCounters returns counters sorted by name, appended to dst (which
+// the encoders pass empty, on an array of their stack: a row of up to 8
+// counters allocates nothing), in one pass over the map (no second lookup
+// per name).
+func sortedCounters(dst []namedCount, counters map[string]int64) []namedCount {
+	for k, v := range counters {
+		dst = append(dst, namedCount{k, v})
+	}
+	if len(dst) > 1 {
+		slices.SortFunc(dst, func(x, y namedCount) int { return strings.Compare(x.name, y.name) })
+	}
+	return dst
 }
 
 // scopeRow returns the row of scope among rows, or nil.

@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/pbwire"
 	"github.com/edgecount/edgecount/region"
 )
 
@@ -436,14 +435,7 @@ func appendCountFields(dst []byte, contentID, scope string, rd *region.CountRead
 	dst = appendIntField(dst, 3, st.Likes)
 	dst = appendIntField(dst, 4, st.Dislikes)
 	var buf [8]namedCount
-	cs := buf[:0]
-	for k, v := range st.Counters {
-		cs = append(cs, namedCount{k, v})
-	}
-	if len(cs) > 1 {
-		slices.SortFunc(cs, func(x, y namedCount) int { return strings.Compare(x.name, y.name) })
-	}
-	for _, c := range cs {
+	for _, c := range sortedCounters(buf[:0], st.Counters) {
 		dst = protowire.AppendTag(dst, 5, protowire.BytesType)
 		dst = protowire.AppendVarint(dst, uint64(protowire.SizeTag(1)+protowire.SizeBytes(len(c.name))+
 			protowire.SizeTag(2)+protowire.SizeVarint(uint64(c.value))))
@@ -518,20 +510,16 @@ func insertLength(dst []byte, lenAt, start int) []byte {
 	return dst
 }
 
+// appendStringField appends a string field, left out when empty
+// (pbwire.AppendString).
 func appendStringField(dst []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	return protowire.AppendString(dst, s)
+	return pbwire.AppendString(dst, num, s)
 }
 
+// appendIntField appends an int64 field, left out when 0
+// (pbwire.AppendUint).
 func appendIntField(dst []byte, num protowire.Number, v int64) []byte {
-	if v == 0 {
-		return dst
-	}
-	dst = protowire.AppendTag(dst, num, protowire.VarintType)
-	return protowire.AppendVarint(dst, uint64(v))
+	return pbwire.AppendUint(dst, num, uint64(v))
 }
 
 // writeProtobuf answers status with a protobuf body.

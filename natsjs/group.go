@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/edgecount/edgecount/internal/periodic"
 )
 
 // ErrLeaseExpired is the cause (context.Cause) of a GroupConsumer handler's
@@ -711,7 +713,7 @@ func (l *lease) renew(ctx context.Context) {
 // keep renews the lease of the message being handled whenever less than
 // two thirds of it are left, checking every sixth of it.
 func (l *lease) keep(ctx context.Context) {
-	every(ctx, max(l.usable/6, time.Millisecond), func() {
+	periodic.Run(ctx, max(l.usable/6, time.Millisecond), func() {
 		l.mu.Lock()
 		due := l.msgs != nil && time.Until(l.end) < l.usable*2/3
 		l.mu.Unlock()

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/pbwire"
+	"github.com/edgecount/edgecount/internal/periodic"
 )
 
 // Row pushes: after every write the rollup publishes the rows it wrote on
@@ -229,41 +231,15 @@ func decodeRow(data []byte) (engagement.Stats, error) {
 	return r, nil
 }
 
-// walkFields calls fn with every field of data; fields of other wire types
-// than varint and bytes are skipped.
+// walkFields calls fn with every varint and length-delimited field of
+// data (pbwire.Walk); fields of other wire types are skipped.
 func walkFields(data []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error) error {
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return protowire.ParseError(n)
+	return pbwire.Walk(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+		if typ != protowire.VarintType && typ != protowire.BytesType {
+			return nil
 		}
-		data = data[n:]
-		var (
-			v   uint64
-			raw []byte
-		)
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(data)
-		case protowire.BytesType:
-			raw, n = protowire.ConsumeBytes(data)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, data)
-			if n < 0 {
-				return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
-			}
-			data = data[n:]
-			continue
-		}
-		if n < 0 {
-			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
-		}
-		data = data[n:]
-		if err := fn(num, typ, v, raw); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(num, typ, v, raw)
+	})
 }
 
 // RowsSubject is the subject of partition p's row pushes under prefix.
@@ -385,18 +361,11 @@ func (p *RowPusher) RunHeartbeats(ctx context.Context, interval time.Duration, o
 	if interval <= 0 {
 		interval = RowsHeartbeat
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, part := range owned() {
-				p.Heartbeat(part)
-			}
+	periodic.Run(ctx, interval, func() {
+		for _, part := range owned() {
+			p.Heartbeat(part)
 		}
-	}
+	})
 }
 
 func (p *RowPusher) publish(subject string, data []byte) bool {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/pbwire"
 )
 
 // Version is the schema version this package writes and reads.
@@ -214,12 +215,10 @@ func stringSize(num protowire.Number, s string) int {
 	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
 }
 
+// appendString appends a string field, left out when empty
+// (pbwire.AppendString).
 func appendString(dst []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	return protowire.AppendString(dst, s)
+	return pbwire.AppendString(dst, num, s)
 }
 
 // appendLen appends the tag and length of a length-delimited field of
@@ -229,12 +228,9 @@ func appendLen(dst []byte, num protowire.Number, size int) []byte {
 	return protowire.AppendVarint(dst, uint64(size))
 }
 
+// appendUint appends a varint field, left out when 0 (pbwire.AppendUint).
 func appendUint(dst []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return dst
-	}
-	dst = protowire.AppendTag(dst, num, protowire.VarintType)
-	return protowire.AppendVarint(dst, v)
+	return pbwire.AppendUint(dst, num, v)
 }
 
 // Decode parses data into b, reusing b.Sums' backing array. Every Sum gets

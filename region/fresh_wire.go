@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/pbwire"
 )
 
 // The held-deltas exchange between the agents of a region (a fresh read
@@ -46,7 +47,7 @@ func AppendHeldQuery(buf []byte, ids []string) []byte {
 func DecodeHeldQuery(data []byte) ([]string, error) {
 	var ids []string
 	version := uint64(0)
-	err := walkHeld(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := pbwire.Walk(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case num == 1 && typ == protowire.VarintType:
 			version = v
@@ -64,11 +65,8 @@ func DecodeHeldQuery(data []byte) ([]string, error) {
 		}
 		return nil
 	})
-	if err == nil && version != heldVersion {
-		err = fmt.Errorf("version %d, want %d", version, heldVersion)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedHeld, err)
+	if err = heldMessageError(err, version); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -113,7 +111,7 @@ func AppendHeldAnswer(buf []byte, held map[string][]Held) []byte {
 func DecodeHeldAnswer(data []byte) (map[string][]Held, error) {
 	out := make(map[string][]Held)
 	version := uint64(0)
-	err := walkHeld(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := pbwire.Walk(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case num == 1 && typ == protowire.VarintType:
 			version = v
@@ -134,19 +132,29 @@ func DecodeHeldAnswer(data []byte) (map[string][]Held, error) {
 		}
 		return nil
 	})
+	if err = heldMessageError(err, version); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// heldMessageError is the error of decoding a query or an answer: err,
+// the walk's, or else a version other than heldVersion; wrapped with
+// ErrMalformedHeld.
+func heldMessageError(err error, version uint64) error {
 	if err == nil && version != heldVersion {
 		err = fmt.Errorf("version %d, want %d", version, heldVersion)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedHeld, err)
+		return fmt.Errorf("%w: %v", ErrMalformedHeld, err)
 	}
-	return out, nil
+	return nil
 }
 
 func decodeHeldItem(data []byte) (string, []Held, error) {
 	var id string
 	var list []Held
-	err := walkHeld(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := pbwire.Walk(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			id = string(raw)
@@ -172,7 +180,7 @@ func decodeHeldItem(data []byte) (string, []Held, error) {
 
 func decodeHeld(data []byte) (Held, error) {
 	var h Held
-	err := walkHeld(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := pbwire.Walk(data, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			h.Counter = string(raw)
@@ -201,37 +209,6 @@ func decodeHeld(data []byte) (Held, error) {
 		err = fmt.Errorf("delta %d out of range", h.Delta)
 	}
 	return h, err
-}
-
-// walkHeld calls fn with every field of a message; unknown fields are
-// passed too (fn ignores them). Varints give v, length-delimited fields
-// raw.
-func walkHeld(data []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error) error {
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		data = data[n:]
-		var v uint64
-		var raw []byte
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(data)
-		case protowire.BytesType:
-			raw, n = protowire.ConsumeBytes(data)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, data)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		data = data[n:]
-		if err := fn(num, typ, v, raw); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // AnswerHeld answers a peer's held-deltas query (the gossip query handler

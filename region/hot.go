@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/periodic"
 )
 
 // hotKey names one counter of one item.
@@ -28,16 +29,7 @@ func newHotRule(a *Agent, cfg HotConfig, counters []string) *hotRule {
 // run applies the rule every Interval until ctx ends: Agent.Stop cancels
 // it and waits for run to return before the final flush.
 func (h *hotRule) run(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			h.step(ctx)
-		}
-	}
+	periodic.Run(ctx, h.cfg.Interval, func() { h.step(ctx) })
 }
 
 // step reads each counter's regional list and applies the rule. A counter

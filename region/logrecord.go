@@ -111,17 +111,10 @@ func (r *reader) uvarint() uint64 {
 	return v
 }
 
+// varint reads a zigzag varint (binary.AppendVarint's).
 func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errRecord
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (r *reader) bytes() []byte {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/internal/periodic"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/topk"
 )
@@ -194,14 +195,7 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 		return
 	}
 	t := r.trend
-	tick := time.NewTicker(max(t.cfg.Interval/4, time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	periodic.Run(ctx, max(t.cfg.Interval/4, time.Millisecond), func() {
 		for _, tp := range t.partitions() {
 			tp.mu.Lock()
 			now := t.now()
@@ -213,7 +207,7 @@ func (r *Rollup) RunTrending(ctx context.Context) {
 			tp.mu.Unlock()
 		}
 		t.passes.Add(1)
-	}
+	})
 }
 
 // The trending windows by index: 5m and 1h in minute buckets, 24h in hour

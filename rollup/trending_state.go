@@ -152,14 +152,10 @@ func (r *stateReader) uvarint() uint64 {
 	return v
 }
 
+// varint reads a zigzag varint (binary.AppendVarint's).
 func (r *stateReader) varint() int64 {
-	v, n := binary.Varint(r.buf)
-	if n <= 0 {
-		r.fail("value ends early")
-		return 0
-	}
-	r.buf = r.buf[n:]
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 // count reads an element count, each element taking at least minSize bytes.

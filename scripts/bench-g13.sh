@@ -25,6 +25,8 @@
 #   ./scripts/bench-g13.sh                 # ~2.5 minutes
 #   DURATION=5s CONNS="128" ./scripts/bench-g13.sh
 set -euo pipefail
+# shellcheck source=measure-lib.sh
+. "$(dirname "$0")/measure-lib.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 DURATION=${DURATION:-10s}
@@ -35,34 +37,25 @@ CONNS=${CONNS:-"32 128 512"}
 case " $CONNS " in *" $G13_CONNS "*) ;; *) CONNS="$CONNS $G13_CONNS" ;; esac
 work=.cache/bench-g13
 mkdir -p "$work/bin"
-go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
-go build -C tools -o "$PWD/$work/bin/benchreport" ./benchreport
+build edge-agent loadgen benchreport
 echo "g13_loadavg_before=$(cut -d' ' -f1 /proc/loadavg)"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
+trap stop_all EXIT
 port_fsync=18091 port_none=18092
 for mode in fsync none; do
   rm -rf "$work/data-$mode"
   port=port_$mode
-  taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data-$mode" --http "127.0.0.1:${!port}" \
-    --log-level warn --durability "$mode" >"$work/agent-$mode.out" 2>"$work/agent-$mode.err" &
-  pids+=($!)
+  sut "$work/bin/edge-agent" --data "$work/data-$mode" --http "127.0.0.1:${!port}" \
+    --log-level warn --durability "$mode" >"$work/agent-$mode.out" 2>"$work/agent-$mode.err"
 done
 for port in $port_fsync $port_none; do
-  for _ in $(seq 200); do curl -fsS "127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
-  curl -fsS "127.0.0.1:$port/readyz" >/dev/null
+  wait_http "$port" /readyz
 done
 
-json() { "$work/bin/benchreport" get "$2" <<<"$1"; } # json REPORT KEY: KEY's value in loadgen's REPORT
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 lg() { taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$1" -mode "$2" -duration "$DURATION" -conns "$3"; }
 # Two figures less sensitive to other load on the machine than req/s: the
-# agent's CPU time (user + system, /proc/PID/stat) and the log's fsyncs
-# (intake and outbox; the outbox adds ~2 a second) during a run.
-cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# agent's CPU time (cpu_ticks) and the log's fsyncs (intake and outbox;
+# the outbox adds ~2 a second) during a run.
 fsyncs() { curl -fsS "127.0.0.1:$1/metrics" | awk '/^edgecount_agent_log_fsync_seconds_count/ {print $2}'; }
 per() { awk -v a="$1" -v b="$2" -v s="${3:-1}" 'BEGIN { if (b > 0) printf "%.1f", s * a / b; else print "nan" }'; }
 tick_us=$((1000000 / $(getconf CLK_TCK)))
@@ -70,13 +63,13 @@ for c in $CONNS; do
   for shape in batched single; do
     mode=incr100
     [ "$shape" = single ] && mode=incr1
-    c0=$(cputicks "${pids[0]}") f0=$(fsyncs $port_fsync)
+    c0=$(cpu_ticks "${pids[0]}") f0=$(fsyncs $port_fsync)
     d=$(lg $port_fsync $mode "$c")
-    c1=$(cputicks "${pids[0]}") f1=$(fsyncs $port_fsync)
+    c1=$(cpu_ticks "${pids[0]}") f1=$(fsyncs $port_fsync)
     sleep 1 # the flush and rollup of that load end before the peer's run
-    n0=$(cputicks "${pids[1]}")
+    n0=$(cpu_ticks "${pids[1]}")
     n=$(lg $port_none $mode "$c")
-    n1=$(cputicks "${pids[1]}")
+    n1=$(cpu_ticks "${pids[1]}")
     sleep 1
     for v in "$d" "$n"; do
       if [ "$(json "$v" errors)" != 0 ]; then echo "loadgen reported errors: $v" >&2; exit 1; fi
@@ -100,8 +93,7 @@ for c in $CONNS; do
   done
 done
 echo "g13_conns=$G13_CONNS"
-cleanup
-pids=()
+stop_all
 
 # The latency bound: one client, single increments alternately to a
 # durable and a memory-only node, and a bare write+fsync of the log

@@ -36,6 +36,8 @@
 #   ./scripts/bench.sh -report   # rewrite the last runs' file from .cache/bench/runs, measuring nothing
 #   RUNS=5 DURATION=20s ./scripts/bench.sh
 set -euo pipefail
+# shellcheck source=measure-lib.sh
+. "$(dirname "$0")/measure-lib.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 QUICK=0
@@ -64,7 +66,7 @@ work=.cache/bench
 results=$work/runs/results.json
 mkdir -p "$work/bin" "$work/runs"
 # The report's renderer, and the reader of loadgen's JSON reports.
-go build -C tools -o "$PWD/$work/bin/benchreport" ./benchreport
+build benchreport
 if [ "$REPORT_ONLY" = 0 ]; then
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -78,9 +80,7 @@ done
 
 # The tree the binaries are built from (a later edit must not be credited).
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo " with local changes")"
-go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
-go build -C tools -o "$PWD/$work/bin/floor" ./floor
+build edge-agent loadgen floor
 go test -c -o "$work/bin/region.test" ./region/
 # Binary batches when loadgen has them (-body protobuf, tools/loadgen/wire.go).
 HAS_BODY=0
@@ -96,15 +96,9 @@ fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
-# Servers this script started, stopped on exit (by pid, only ours).
-pids=()
-stop_all() {
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	pids=()
-}
+# Servers this script started (pids, sut) are stopped on exit.
 trap stop_all EXIT
-wait_http() { for _ in $(seq 200); do curl -fsS "127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "bench.sh: nothing answers on :$1$2" >&2; return 1; }
+# stop_pid PID: stops one of them.
 stop_pid() {
 	kill -TERM "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
@@ -118,7 +112,6 @@ lg() { # loadgen on the generator core: port, then loadgen flags
 	shift
 	taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns "$CONNS" "$@"
 }
-json() { "$work/bin/benchreport" get "$2" <<<"$1"; } # json REPORT KEY: KEY's value in loadgen's REPORT
 # wrk_rps PORT MODE: requests/s of wrk (one thread, CONNS connections) on
 # the generator core reading counts as loadgen's MODE (get1, get16, or
 # get16pb: get16 -body protobuf) does, with scripts/wrk/counts.lua; "nan"
@@ -148,8 +141,7 @@ zipf_per_row() {
 	}'
 }
 rb() { # redis-benchmark requests/s for: test, pipeline, requests[, then more redis-benchmark flags]
-	taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t "$1" -P "$2" -n "$3" "${@:4}" -q 2>/dev/null | tr '\r' '\n' |
-		awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}'
+	taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t "$1" -P "$2" -n "$3" "${@:4}" -q 2>/dev/null | redis_rps
 }
 metric() { # sum of a Prometheus counter on the agent
 	curl -fsS "127.0.0.1:$AGENT_PORT/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {printf "%.0f", s}'
@@ -158,21 +150,16 @@ metric() { # sum of a Prometheus counter on the agent
 # name matches NAME (a go test -count N output holds N of each).
 ns() { awk -v n="$2" '$1 ~ n {print $3}' <<<"$1" | sort -g | awk '{v[NR] = $1} END { if (NR) print v[int((NR + 1) / 2)] }'; }
 kv() { echo "$1=$2" >>"$kvfile"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
-# CPU time of a process (utime + stime, clock ticks), and µs of it per unit:
-# on one core a server answers at most 1 s ÷ its CPU per request a second,
-# whatever else runs, so these bound the G ratios less noisily than rates.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# µs of a process's CPU time (cpu_ticks) per unit.
 TCK=$(getconf CLK_TCK)
 cpu_us() { awk -v a="$1" -v b="$2" -v n="$3" -v t="$TCK" 'BEGIN { if (n > 0) printf "%.2f", (b - a) * 1e6 / t / n; else print "nan" }'; }
 # start_agent ARGS...: a standalone edge-agent on AGENT_PORT, pinned to
 # SUT_CORE, on a fresh data directory, with ARGS; its pid in apid.
 start_agent() {
 	rm -rf "$work/data"
-	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn "$@" \
-		>"$work/agent.out" 2>"$work/agent.err" &
+	sut "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$AGENT_PORT" --log-level warn "$@" \
+		>"$work/agent.out" 2>"$work/agent.err"
 	apid=$!
-	pids+=("$apid")
 	wait_http "$AGENT_PORT" /readyz
 }
 # agent_load KEY LOADGEN-ARGS...: drives the agent with loadgen and
@@ -190,43 +177,57 @@ agent_load() {
 	kv "${key}_p50_us" "$(json "$r" p50_us)"
 	kv "${key}_errors" "$(json "$r" errors)"
 }
+# start_redis ARGS...: a redis-server on REDIS_PORT, pinned to SUT_CORE,
+# without snapshots, with ARGS; its pid in rpid, once it answers PING
+# (or 10 s passed).
+start_redis() {
+	sut redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' "$@" --daemonize no --logfile "$PWD/$work/redis.log"
+	rpid=$!
+	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+}
+# redis_load KEY PER TEST PIPELINE REQUESTS [FLAGS...]: runs rb on the
+# Redis (rpid) and records KEY (requests/s) and KEY_cpu_us (Redis's CPU
+# per PER requests).
+redis_load() {
+	local key=$1 per=$2 t0
+	shift 2
+	t0=$(cpu_ticks "$rpid")
+	kv "$key" "$(rb "$@")"
+	kv "${key}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$rpid")" $(($3 / per)))"
+}
+# floor_load KEY LOADGEN-ARGS...: drives the floor server (fpid) on
+# FLOOR_PORT with loadgen and records KEY_rps and KEY_cpu_us (the
+# server's CPU per request); the report stays in r.
+floor_load() {
+	local key=$1 t0
+	shift
+	t0=$(cpu_ticks "$fpid")
+	r=$(lg "$FLOOR_PORT" "$@")
+	kv "${key}_rps" "$(json "$r" requests_per_s)"
+	kv "${key}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
+}
 
 for run in $(seq "$RUNS"); do
 	kvfile=$work/runs/$run.kv
 	echo "== run $run of $RUNS ($DURATION a load; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 
 	echo "-- $(date -u +%T) redis-server (core $SUT_CORE) and redis-benchmark (core $GEN_CORE), 50 clients"
-	taskset -c "$SUT_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-		--logfile "$PWD/$work/redis.log" &
-	rpid=$!
-	pids+=("$rpid")
-	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-	t0=$(cpu_ticks "$rpid")
-	kv redis_incr1 "$(rb incr 1 "$REDIS_N")"
-	t1=$(cpu_ticks "$rpid")
-	kv redis_incr1_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
-	kv redis_incr64 "$(rb incr 64 $((REDIS_N * 12)))"
-	kv redis_incr64_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 12)))"
+	start_redis --appendonly no
+	redis_load redis_incr1 1 incr 1 "$REDIS_N"
+	redis_load redis_incr64 1 incr 64 $((REDIS_N * 12))
 	# Without -r redis-benchmark's INCR adds to one key; loadgen spreads its
 	# increments over 10^4 ids. The same keyspace, for context (G1 keeps the
 	# figure above, docs/design.md's peer).
 	kv redis_incr64_r10k "$(rb incr 64 $((REDIS_N * 12)) -r 10000)"
-	t0=$(cpu_ticks "$rpid")
-	kv redis_get1 "$(rb get 1 "$REDIS_N")"
-	t1=$(cpu_ticks "$rpid")
-	kv redis_get1_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
-	kv redis_get16 "$(rb get 16 $((REDIS_N * 10)))"
-	# Per 16 keys (one pipelined round of -P 16), as the agent's per 16-id read.
-	kv redis_get16_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
+	redis_load redis_get1 1 get 1 "$REDIS_N"
+	# CPU per 16 keys (one pipelined round of -P 16), as the agent's per
+	# 16-id read.
+	redis_load redis_get16 16 get 16 $((REDIS_N * 10))
 	# Likewise GET reads one key; over the 10^4 keys G6 reads (set first),
 	# for context.
 	rb set 16 $((REDIS_N * 2)) -r 10000 >/dev/null
-	t0=$(cpu_ticks "$rpid")
-	kv redis_get1_r10k "$(rb get 1 "$REDIS_N" -r 10000)"
-	t1=$(cpu_ticks "$rpid")
-	kv redis_get1_r10k_cpu_us "$(cpu_us "$t0" "$t1" "$REDIS_N")"
-	kv redis_get16_r10k "$(rb get 16 $((REDIS_N * 10)) -r 10000)"
-	kv redis_get16_r10k_cpu_us "$(cpu_us "$t1" "$(cpu_ticks "$rpid")" $((REDIS_N * 10 / 16)))"
+	redis_load redis_get1_r10k 1 get 1 "$REDIS_N" -r 10000
+	redis_load redis_get16_r10k 16 get 16 $((REDIS_N * 10)) -r 10000
 	stop_pid "$rpid"
 
 	# The same INCR load on a Redis as durable as the agent's default: an
@@ -237,27 +238,19 @@ for run in $(seq "$RUNS"); do
 	# the agent at --durability none.
 	echo "-- $(date -u +%T) redis-server with appendonly yes, appendfsync always (core $SUT_CORE)"
 	rm -rf "$work/redis-aof" && mkdir -p "$work/redis-aof"
-	taskset -c "$SUT_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
-		--dir "$PWD/$work/redis-aof" --daemonize no --logfile "$PWD/$work/redis.log" &
-	rpid=$!
-	pids+=("$rpid")
-	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	start_redis --appendonly yes --appendfsync always --dir "$PWD/$work/redis-aof"
 	kv redis_aof_incr1 "$(rb incr 1 "$REDIS_N")"
 	kv redis_aof_incr64 "$(rb incr 64 $((REDIS_N * 4)))"
 	stop_pid "$rpid"
 	rm -rf "$work/redis-aof"
 
 	echo "-- $(date -u +%T) floor (tools/floor -mode fixed, core $SUT_CORE) driven by loadgen (core $GEN_CORE)"
-	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode fixed -lifetime 10m >/dev/null &
+	sut "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode fixed -lifetime 10m >/dev/null
 	fpid=$!
-	pids+=("$fpid")
 	wait_http "$FLOOR_PORT" /
 	for mode in get1 get16 incr100; do
-		t0=$(cpu_ticks "$fpid")
-		r=$(lg "$FLOOR_PORT" -mode "$mode")
-		kv "floor_${mode}_rps" "$(json "$r" requests_per_s)"
+		floor_load "floor_$mode" -mode "$mode"
 		kv "floor_${mode}_p50_us" "$(json "$r" p50_us)"
-		kv "floor_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
 	done
 	# HTTP/1.1 pipelining: 16 single reads written before their answers
 	# are read, on every connection.
@@ -265,15 +258,11 @@ for run in $(seq "$RUNS"); do
 	stop_pid "$fpid"
 
 	echo "-- $(date -u +%T) fasthttp with a trivial handler (tools/floor -mode fasthttp, core $SUT_CORE): the most a server on fasthttp reaches"
-	taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1 &
+	sut "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1
 	fpid=$!
-	pids+=("$fpid")
 	wait_http "$FLOOR_PORT" /
 	for mode in get1 get16; do
-		t0=$(cpu_ticks "$fpid")
-		r=$(lg "$FLOOR_PORT" -mode "$mode")
-		kv "fasthttp_${mode}_rps" "$(json "$r" requests_per_s)"
-		kv "fasthttp_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
+		floor_load "fasthttp_$mode" -mode "$mode"
 	done
 	stop_pid "$fpid"
 
@@ -289,14 +278,10 @@ for run in $(seq "$RUNS"); do
 		for rows in 1 16; do
 			mode=get1
 			[ "$rows" = 16 ] && mode=get16
-			taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode "$fmode" -rows "$rows" -lifetime 1h >/dev/null 2>&1 &
+			sut "$work/bin/floor" -addr "127.0.0.1:$FLOOR_PORT" -mode "$fmode" -rows "$rows" -lifetime 1h >/dev/null 2>&1
 			fpid=$!
-			pids+=("$fpid")
 			wait_http "$FLOOR_PORT" /
-			t0=$(cpu_ticks "$fpid")
-			r=$(lg "$FLOOR_PORT" -mode "$mode")
-			kv "${fmode}_${mode}_rps" "$(json "$r" requests_per_s)"
-			kv "${fmode}_${mode}_cpu_us" "$(cpu_us "$t0" "$(cpu_ticks "$fpid")" "$(json "$r" requests)")"
+			floor_load "${fmode}_$mode" -mode "$mode"
 			kv "${fmode}_${mode}_wrk_rps" "$(wrk_rps "$FLOOR_PORT" "$mode")"
 			if [ "$fmode" = lookup ] && [ "$rows" = 16 ] && [ "$HAS_BODY" = 1 ]; then
 				kv lookup_get16pb_wrk_rps "$(wrk_rps "$FLOOR_PORT" get16pb)"

@@ -18,16 +18,6 @@ set -euo pipefail
 
 SERVICE=chromium
 
-as_root() {
-	if [[ $(id -u) -eq 0 ]]; then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
-
 # browser: prints the browser the test would use; fails when there is none.
 browser() {
 	if [[ -n ${EDGECOUNT_CHROMIUM:-} ]]; then
@@ -55,14 +45,7 @@ cmd_install() {
 	command -v apt-get >/dev/null || die "no chromium on PATH and there is no apt-get; install Chromium by hand or set EDGECOUNT_CHROMIUM"
 	local t0
 	t0=$(now_ns)
-	# Update the package lists only when they do not know chromium yet. Wait
-	# for another apt or dpkg run to finish instead of failing on its lock.
-	if ! apt-cache show chromium >/dev/null 2>&1; then
-		say "apt-get update"
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q
-	fi
-	say "apt-get install chromium"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends chromium
+	apt_install chromium
 	b=$(browser) || die "chromium still not on PATH after apt-get install"
 	say "installed $b, $(version "$b") in $(elapsed "$t0")s"
 }

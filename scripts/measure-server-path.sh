@@ -11,6 +11,8 @@
 #   scripts/measure-server-path.sh                 # ~6 minutes
 #   ROUNDS=1 DURATION=3s BASE=8e444db scripts/measure-server-path.sh
 set -euo pipefail
+# shellcheck source=measure-lib.sh
+. "$(dirname "$0")/measure-lib.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
@@ -20,16 +22,10 @@ GEN_CORE=${GEN_CORE:-0}
 BASE=${BASE:-8e444db}
 work=.cache/server-path
 rm -rf "$work" && mkdir -p "$work/bin" "$work/base"
-go build -C tools -o "$PWD/$work/bin/floor" ./floor
-go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
-go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-git archive "$BASE" | tar -x -C "$work/base"
-(cd "$work/base" && go build -o ../bin/edge-agent-base ./cmd/edge-agent)
+build floor loadgen edge-agent
+build_base_agent "$BASE"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-sut() { taskset -c "$SUT_CORE" "$@" & pids+=($!); }
+trap stop_all EXIT
 sut redis-server --port 16379 --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1
 sut "$work/bin/floor" -addr 127.0.0.1:18191 -mode bare -lifetime 1h
 sut "$work/bin/floor" -addr 127.0.0.1:18192 -mode nethttp -lifetime 1h
@@ -45,61 +41,44 @@ out="$work/figures.txt"
 : >"$out"
 rb() { # name test pipeline requests
   local v
-  v=$(taskset -c "$GEN_CORE" timeout 120 redis-benchmark -h 127.0.0.1 -p 16379 -t "$2" -P "$3" -n "$4" -q 2>/dev/null | tr '\r' '\n' |
-    awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}')
+  v=$(taskset -c "$GEN_CORE" timeout 120 redis-benchmark -h 127.0.0.1 -p 16379 -t "$2" -P "$3" -n "$4" -q 2>/dev/null | redis_rps)
   echo "$round $1 $v" | tee -a "$out"
-}
-lg() { # name port loadgen-args...
-  local name=$1 port=$2 r
-  shift 2
-  r=$(taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns 32 "$@")
-  echo "$round $name $(sed -E 's/.*"units_per_s":([0-9.e+]+).*/\1/' <<<"$r") p99_us=$(sed -E 's/.*"p99_us":([0-9]+).*/\1/' <<<"$r") errors=$(sed -E 's/.*"errors":([0-9]+).*/\1/' <<<"$r")" | tee -a "$out"
 }
 for round in $(seq "$ROUNDS"); do
   echo "# round $round: $(uptime)" | tee -a "$out"
   rb redis-INCR incr 1 200000
-  lg new-incr1 18180 -mode incr1
-  lg base-incr1 18181 -mode incr1
+  figure new-incr1 18180 -mode incr1
+  figure base-incr1 18181 -mode incr1
   rb redis-INCR-P64 incr 64 3000000
-  lg new-incr100-json 18180 -mode incr100
-  lg new-incr100-protobuf 18180 -mode incr100 -body protobuf
-  lg base-incr100-json 18181 -mode incr100
+  figure new-incr100-json 18180 -mode incr100
+  figure new-incr100-protobuf 18180 -mode incr100 -body protobuf
+  figure base-incr100-json 18181 -mode incr100
   sleep 2 # a flush and the rollup: the reads hit rows
   rb redis-GET get 1 200000
-  lg floor-bare-get1 18191 -mode get1
-  lg floor-nethttp-get1 18192 -mode get1
-  lg floor-fasthttp-get1 18193 -mode get1
-  lg new-get1 18180 -mode get1
-  lg base-get1 18181 -mode get1
+  figure floor-bare-get1 18191 -mode get1
+  figure floor-nethttp-get1 18192 -mode get1
+  figure floor-fasthttp-get1 18193 -mode get1
+  figure new-get1 18180 -mode get1
+  figure base-get1 18181 -mode get1
   rb redis-GET-P16 get 16 2000000
-  lg new-get16-json 18180 -mode get16
-  lg new-get16-protobuf 18180 -mode get16 -body protobuf
-  lg base-get16-json 18181 -mode get16
-  lg floor-bare-get1-pipeline16 18191 -mode get1 -pipeline 16
-  lg floor-nethttp-get1-pipeline16 18192 -mode get1 -pipeline 16
-  lg floor-fasthttp-get1-pipeline16 18193 -mode get1 -pipeline 16
-  lg new-get1-pipeline16 18180 -mode get1 -pipeline 16
+  figure new-get16-json 18180 -mode get16
+  figure new-get16-protobuf 18180 -mode get16 -body protobuf
+  figure base-get16-json 18181 -mode get16
+  figure floor-bare-get1-pipeline16 18191 -mode get1 -pipeline 16
+  figure floor-nethttp-get1-pipeline16 18192 -mode get1 -pipeline 16
+  figure floor-fasthttp-get1-pipeline16 18193 -mode get1 -pipeline 16
+  figure new-get1-pipeline16 18180 -mode get1 -pipeline 16
 done
 echo "# medians (min-max) over $ROUNDS rounds"
-awk '
-  /^#/ { next }
-  { v[$2, $1] = $3; names[$2] = 1; rounds[$1] = 1 }
-  function isort(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j > 0 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
-  function stat(name, peer,   r, k, a, n) {
-    n = 0
-    for (r in rounds) if ((name, r) in v && (peer == "" || v[peer, r] > 0)) a[++n] = (peer == "" ? v[name, r] : v[name, r] / v[peer, r])
-    if (n == 0) return "n/a"
-    isort(a, n)
-    return sprintf(peer == "" ? "%.0f (%.0f-%.0f)" : "%.2f (%.2f-%.2f)", a[int((n + 1) / 2)], a[1], a[n])
-  }
+awk "$figures_awk"'
   END {
     split("G2:new-incr1:redis-INCR G2:base-incr1:redis-INCR G1:new-incr100-json:redis-INCR-P64 G1:new-incr100-protobuf:redis-INCR-P64 G1:base-incr100-json:redis-INCR-P64 G5:new-get1:redis-GET G5:base-get1:redis-GET floor:floor-bare-get1:redis-GET floor:floor-nethttp-get1:redis-GET floor:floor-fasthttp-get1:redis-GET G6:new-get16-json:redis-GET-P16 G6:new-get16-protobuf:redis-GET-P16 G6:base-get16-json:redis-GET-P16", rows, " ")
-    for (n in names) printf "%-32s %s /s\n", n, stat(n, "") | "sort"
+    for (n in names) printf "%-32s %s /s\n", n, stat(n, "", 1) | "sort"
     close("sort")
-    for (i = 1; i in rows; i++) { split(rows[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", f[1], f[2], f[3], stat(f[2], f[3]) }
+    for (i = 1; i in rows; i++) { split(rows[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", f[1], f[2], f[3], stat(f[2], f[3], 1) }
     split("new-incr1:base-incr1 new-incr100-json:base-incr100-json new-get1:base-get1 new-get16-json:base-get16-json new-incr100-protobuf:new-incr100-json new-get16-protobuf:new-get16-json new-get1-pipeline16:new-get1 floor-fasthttp-get1-pipeline16:floor-bare-get1-pipeline16", pairs, " ")
-    for (i = 1; i in pairs; i++) { split(pairs[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", "same", f[1], f[2], stat(f[1], f[2]) }
-    printf "%-6s %-24s / %-14s %s\n", "floor", "new-get1", "floor-bare-get1", stat("new-get1", "floor-bare-get1")
-    printf "%-6s %-24s / %-14s %s\n", "floor", "floor-fasthttp-get1", "floor-bare-get1", stat("floor-fasthttp-get1", "floor-bare-get1")
-    printf "%-6s %-24s / %-14s %s\n", "floor", "floor-nethttp-get1", "floor-bare-get1", stat("floor-nethttp-get1", "floor-bare-get1")
+    for (i = 1; i in pairs; i++) { split(pairs[i], f, ":"); printf "%-6s %-24s / %-14s %s\n", "same", f[1], f[2], stat(f[1], f[2], 1) }
+    printf "%-6s %-24s / %-14s %s\n", "floor", "new-get1", "floor-bare-get1", stat("new-get1", "floor-bare-get1", 1)
+    printf "%-6s %-24s / %-14s %s\n", "floor", "floor-fasthttp-get1", "floor-bare-get1", stat("floor-fasthttp-get1", "floor-bare-get1", 1)
+    printf "%-6s %-24s / %-14s %s\n", "floor", "floor-nethttp-get1", "floor-bare-get1", stat("floor-nethttp-get1", "floor-bare-get1", 1)
   }' "$out"

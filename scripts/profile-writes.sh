@@ -26,6 +26,8 @@
 #   ./scripts/profile-writes.sh              # ~2 minutes
 #   DURATION=10s ./scripts/profile-writes.sh
 set -euo pipefail
+# shellcheck source=measure-lib.sh
+. "$(dirname "$0")/measure-lib.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 DURATION=${DURATION:-6s}
@@ -37,35 +39,25 @@ REDIS_PORT=${REDIS_PORT:-16379}
 REDIS_N=${REDIS_N:-300000}
 work=.cache/profile-writes
 mkdir -p "$work/bin"
-go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
-go build -C tools -o "$PWD/$work/bin/benchreport" ./benchreport
-go build -C tools -o "$PWD/$work/bin/floor" ./floor
+build edge-agent loadgen benchreport floor
 HAS_PERF=0
 if command -v perf >/dev/null && perf record -o /dev/null -- true >/dev/null 2>&1; then HAS_PERF=1; fi
 echo "loadavg_before=$(cut -d' ' -f1 /proc/loadavg)"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+trap stop_all EXIT
 tck=$(getconf CLK_TCK)
 per_req() { awk -v a="$1" -v b="$2" -v n="$3" -v t="$tck" 'BEGIN { if (n > 0) printf "%.1f", (b - a) * 1e6 / t / n; else print "nan" }'; }
-json() { "$work/bin/benchreport" get "$2" <<<"$1"; } # json REPORT KEY: KEY's value in loadgen's REPORT
-wait_http() { for _ in $(seq 200); do curl -fsS "127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 lg() { taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$PORT" -duration "$DURATION" -conns "$CONNS" "$@"; }
 
 # Redis: CPU per INCR, unpipelined and at -P 64.
-taskset -c "$SUT_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile /dev/null &
+sut redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile /dev/null
 rpid=$!
-pids+=("$rpid")
 for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 for p in 1 64; do
 	n=$REDIS_N
 	[ "$p" = 64 ] && n=$((REDIS_N * 10))
 	t0=$(cpu_ticks "$rpid")
-	rps=$(taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t incr -P "$p" -n "$n" -q 2>/dev/null | tr '\r' '\n' |
-		awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); print $2; exit}')
+	rps=$(taskset -c "$GEN_CORE" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -t incr -P "$p" -n "$n" -q 2>/dev/null | redis_rps)
 	t1=$(cpu_ticks "$rpid")
 	echo "redis_incr_p${p}_per_s=$rps"
 	echo "redis_incr_p${p}_cpu_us=$(per_req "$t0" "$t1" "$n")"
@@ -74,9 +66,8 @@ kill "$rpid"
 wait "$rpid" 2>/dev/null || true
 
 # fasthttp with a trivial handler: what the server path alone costs.
-taskset -c "$SUT_CORE" "$work/bin/floor" -addr "127.0.0.1:$PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1 &
+sut "$work/bin/floor" -addr "127.0.0.1:$PORT" -mode fasthttp -lifetime 1h >/dev/null 2>&1
 fpid=$!
-pids+=("$fpid")
 wait_http "$PORT" /
 # The same handler sent the batched bodies: what reading a request of 100
 # increments costs the server before any of its work.
@@ -122,10 +113,9 @@ classify() {
 
 for durab in fsync none; do
 	rm -rf "$work/data"
-	taskset -c "$SUT_CORE" "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$PORT" --log-level warn --durability "$durab" \
-		>"$work/agent.out" 2>"$work/agent.err" &
+	sut "$work/bin/edge-agent" --data "$work/data" --http "127.0.0.1:$PORT" --log-level warn --durability "$durab" \
+		>"$work/agent.out" 2>"$work/agent.err"
 	apid=$!
-	pids+=("$apid")
 	wait_http "$PORT" /readyz
 	for load in incr1 incr100 incr100pb; do
 		args=(-mode "$load")

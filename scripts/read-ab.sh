@@ -13,6 +13,8 @@
 #   PERF=1 ...   also records perf profiles of this tree's agent
 #   SUMMARY_ONLY=1 scripts/read-ab.sh   # the last run's table again
 set -euo pipefail
+# shellcheck source=measure-lib.sh
+. "$(dirname "$0")/measure-lib.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
@@ -24,17 +26,7 @@ work=.cache/read-ab
 
 summary() {
   echo "# medians (min-max) over $ROUNDS rounds"
-  awk '
-    /^#/ { next }
-    { v[$2, $1] = $3; names[$2] = 1; rounds[$1] = 1 }
-    function isort(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j > 0 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
-    function stat(name, peer, scale,   r, k, a, n) {
-      n = 0
-      for (r in rounds) if ((name, r) in v && (peer == "" || v[peer, r] > 0)) a[++n] = (peer == "" ? v[name, r] : v[name, r] / (v[peer, r] * scale))
-      if (n == 0) return "n/a"
-      isort(a, n)
-      return sprintf(peer == "" ? "%.0f (%.0f-%.0f)" : "%.2f (%.2f-%.2f)", a[int((n + 1) / 2)], a[1], a[n])
-    }
+  awk "$figures_awk"'
     END {
       for (n in names) printf "%-24s %s /s\n", n, stat(n, "", 1) | "sort"
       close("sort")
@@ -47,16 +39,10 @@ summary() {
 }
 if [ "${SUMMARY_ONLY:-}" = 1 ]; then summary; exit 0; fi # of the last run
 rm -rf "$work" && mkdir -p "$work/bin" "$work/base"
-go build -C tools -o "$PWD/$work/bin/floor" ./floor
-go build -C tools -o "$PWD/$work/bin/loadgen" ./loadgen
-go build -o "$work/bin/edge-agent" ./cmd/edge-agent
-git archive "$BASE" | tar -x -C "$work/base"
-(cd "$work/base" && go build -o ../bin/edge-agent-base ./cmd/edge-agent)
+build floor loadgen edge-agent
+build_base_agent "$BASE"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-sut() { taskset -c "$SUT_CORE" "$@" & pids+=($!); }
+trap stop_all EXIT
 sut redis-server --port 16379 --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1
 sut "$work/bin/floor" -addr 127.0.0.1:18293 -mode fasthttp -lifetime 1h
 sut "$work/bin/edge-agent" --data "$work/data-new" --http 127.0.0.1:18280 --log-level warn
@@ -79,27 +65,21 @@ out="$work/figures.txt"
 rb() { # name pipeline requests
   local r v
   r=$(taskset -c "$GEN_CORE" timeout 120 redis-benchmark -h 127.0.0.1 -p 16379 -t get -P "$2" -n "$3" -c 32 -q 2>/dev/null || true)
-  v=$(tr '\r' '\n' <<<"$r" | awk -F'[:,]' '/requests per second/ {gsub(/[^0-9.]/, "", $2); v = $2} END {print v}')
+  v=$(redis_rps <<<"$r")
   echo "$round $1 $v" | tee -a "$out"
-}
-lg() { # name port loadgen-args...
-  local name=$1 port=$2 r
-  shift 2
-  r=$(taskset -c "$GEN_CORE" "$work/bin/loadgen" -addr "127.0.0.1:$port" -duration "$DURATION" -conns 32 "$@")
-  echo "$round $name $(sed -E 's/.*"units_per_s":([0-9.e+]+).*/\1/' <<<"$r") p99_us=$(sed -E 's/.*"p99_us":([0-9.]+).*/\1/' <<<"$r") errors=$(sed -E 's/.*"errors":([0-9]+).*/\1/' <<<"$r")" | tee -a "$out"
 }
 for round in $(seq "$ROUNDS"); do
   echo "# round $round: $(uptime)" | tee -a "$out"
   rb redis-GET 1 200000
   rb redis-GET-P16 16 2000000
-  lg fasthttp-get1 18293 -mode get1
+  figure fasthttp-get1 18293 -mode get1
   # The two agents alternate which goes first.
   order="base:18281 new:18280"
   [ $((round % 2)) = 0 ] && order="new:18280 base:18281"
   for fig in "get1:-mode get1" "get16-json:-mode get16" "get16-protobuf:-mode get16 -body protobuf"; do
     for ag in $order; do
       # shellcheck disable=SC2086 # the figure's loadgen flags
-      lg "${ag%%:*}-${fig%%:*}" "${ag##*:}" ${fig#*:}
+      figure "${ag%%:*}-${fig%%:*}" "${ag##*:}" ${fig#*:}
     done
   done
 done

@@ -49,16 +49,6 @@ answers() {
 # redis-server; fails otherwise.
 our_pid() { pid_from "$PIDFILE" redis-server; }
 
-as_root() {
-	if [[ $(id -u) -eq 0 ]]; then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
-
 cmd_install() {
 	if command -v redis-server >/dev/null; then
 		say "redis-server already installed: $(command -v redis-server), $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/v\1/p')"
@@ -67,15 +57,7 @@ cmd_install() {
 	command -v apt-get >/dev/null || die "redis-server is not on PATH and there is no apt-get; install Redis 7 by hand"
 	local t0
 	t0=$(now_ns)
-	# Update the package lists only when they do not know redis-server yet
-	# (a fresh image ships without lists). Wait for another apt or dpkg run
-	# to finish instead of failing on its lock.
-	if ! apt-cache show redis-server >/dev/null 2>&1; then
-		say "apt-get update"
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q
-	fi
-	say "apt-get install redis-server redis-tools"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends redis-server redis-tools
+	apt_install redis-server redis-tools
 	command -v redis-server >/dev/null || die "redis-server still not on PATH after apt-get install"
 	say "installed $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/Redis \1/p') in $(elapsed "$t0")s"
 }

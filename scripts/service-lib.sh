@@ -1,5 +1,6 @@
-# Helpers shared by the service scripts (nats.sh, redis.sh, cassandra.sh)
-# and deploy/regions/local.sh; sourced, not run.
+# Helpers shared by the service scripts (nats.sh, redis.sh, cassandra.sh,
+# cassandra-cluster.sh, chromium.sh) and deploy/regions/local.sh; sourced,
+# not run.
 #
 # A service script sets SERVICE (the prefix of its messages), defines
 # cmd_install, cmd_start, cmd_stop and cmd_status, and ends with
@@ -29,6 +30,32 @@ alive() {
 # prefixed with "$SERVICE: ".
 say() { echo "$SERVICE: $*"; }
 die() { echo "$SERVICE: $*" >&2; exit 1; }
+
+# as_root CMD...: runs CMD as root (through sudo when not root); dies
+# when it cannot.
+as_root() {
+	if [[ $(id -u) -eq 0 ]]; then
+		"$@"
+	elif command -v sudo >/dev/null; then
+		sudo "$@"
+	else
+		die "need root (or sudo) to run: $*"
+	fi
+}
+
+# apt_install PACKAGE...: installs Debian's PACKAGEs with apt-get (as
+# root), without recommends, saying so. The package lists are updated
+# first only when they do not know the first PACKAGE yet (a fresh image
+# ships without lists). Waits for another apt or dpkg run to finish
+# instead of failing on its lock.
+apt_install() {
+	if ! apt-cache show "$1" >/dev/null 2>&1; then
+		say "apt-get update"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q
+	fi
+	say "apt-get install $*"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "$@"
+}
 
 # pid_from PIDFILE WORD...: prints the pid in PIDFILE if that process is
 # alive and its command line contains every WORD (so that a recycled pid

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/edgecount/edgecount/internal/pbwire"
 )
 
 // Version is the encoding version AppendBinary and AppendTop write and
@@ -224,39 +226,20 @@ func DecodeSummary(b []byte) (*Summary, error) {
 }
 
 // walk calls fn for every field of b, with the varint value or the bytes
-// of a length-delimited field. Errors wrap ErrMalformed.
+// of a length-delimited field (pbwire.Walk); a field of another wire type
+// is skipped, unless it is a known one. Errors wrap ErrMalformed.
 func walk(b []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(n))
+	err := pbwire.Walk(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+		switch {
+		case typ == protowire.VarintType || typ == protowire.BytesType:
+			return fn(num, typ, v, raw)
+		case num == fVersion || num == fItems || num == fRows || num == fCells:
+			return fmt.Errorf("field %d has wire type %d", num, typ)
 		}
-		b = b[n:]
-		var (
-			v   uint64
-			raw []byte
-		)
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			raw, n = protowire.ConsumeBytes(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return fmt.Errorf("%w: field %d: %w", ErrMalformed, num, protowire.ParseError(n))
-		}
-		b = b[n:]
-		if typ != protowire.VarintType && typ != protowire.BytesType {
-			if num == fVersion || num == fItems || num == fRows || num == fCells {
-				return fmt.Errorf("%w: field %d has wire type %d", ErrMalformed, num, typ)
-			}
-			continue
-		}
-		if err := fn(num, typ, v, raw); err != nil {
-			return fmt.Errorf("%w: %w", ErrMalformed, err)
-		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return nil
 }

@@ -52,11 +52,8 @@ func (s *Store) WriteStatsMark(ctx context.Context, rows []engagement.Stats, m s
 	if err := store.CheckMark(ctx, op, validKeyPart, &m); err != nil {
 		return err
 	}
-	ts, err := s.fencedTimestamp(ctx)
+	ts, err := s.writeRows(ctx, rows)
 	if err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := s.writeRows(ctx, rows, ts); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
 	}
 	err = s.query(s.q.writeMark, int32(m.Partition), m.Agent, int64(m.Epoch), int64(m.Seq), micros(m.FlushedAt), micros(m.UpdatedAt)).

@@ -148,11 +148,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []engagement.Stats) error {
 	if err := store.CheckStats(ctx, op, validKeyPart, rows, true); err != nil || len(rows) == 0 {
 		return err
 	}
-	ts, err := s.fencedTimestamp(ctx)
-	if err != nil {
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	if err := s.writeRows(ctx, rows, ts); err != nil {
+	if _, err := s.writeRows(ctx, rows); err != nil {
 		return fmt.Errorf("cannot %s: %w", op, err)
 	}
 	return nil
@@ -172,11 +168,14 @@ func (s *Store) fencedTimestamp(ctx context.Context) (int64, error) {
 	return ts, nil
 }
 
-// writeRows writes rows at timestamp ts, one item per batch, items in
-// parallel.
-func (s *Store) writeRows(ctx context.Context, rows []engagement.Stats, ts int64) error {
-	if len(rows) == 0 {
-		return nil
+// writeRows takes a write timestamp under the lease fence
+// (fencedTimestamp) and writes rows at it, one item per batch, items in
+// parallel. It returns the timestamp, for what the caller writes with the
+// rows.
+func (s *Store) writeRows(ctx context.Context, rows []engagement.Stats) (int64, error) {
+	ts, err := s.fencedTimestamp(ctx)
+	if err != nil || len(rows) == 0 {
+		return ts, err
 	}
 	groups := groupByItem(rows)
 	g, gctx := errgroup.WithContext(ctx)
@@ -184,7 +183,7 @@ func (s *Store) writeRows(ctx context.Context, rows []engagement.Stats, ts int64
 	for _, group := range groups {
 		g.Go(func() error { return s.writeItem(gctx, group, ts) })
 	}
-	return g.Wait()
+	return ts, g.Wait()
 }
 
 // groupByItem groups rows by content id in order of first appearance. Of
