@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgecount/edgecount/backoff"
+	"github.com/edgecount/edgecount/internal/periodic"
 )
 
 // Handler applies one message. streamSeq is the message's stream sequence:
@@ -417,7 +418,7 @@ func (c *Consumer) ensure(ctx context.Context, p uint32) (jetstream.Consumer, er
 func (c *Consumer) runPartition(ctx context.Context, p uint32, cons jetstream.Consumer, h BatchHandler) error {
 	log := c.log.With("partition", p, "consumer", c.Name(p))
 	keep := &keepAlive{log: log}
-	defer background(ctx, func(ctx context.Context) { every(ctx, c.cfg.AckWait/3, keep.signal) })()
+	defer background(ctx, func(ctx context.Context) { periodic.Run(ctx, c.cfg.AckWait/3, keep.signal) })()
 
 	pl := partLoop{log: log, keeper: keep, cons: cons, h: h}
 	failures, ok := 0, false
@@ -991,20 +992,6 @@ func (k *keepAlive) signal() {
 		if err := m.InProgress(); err != nil {
 			k.log.Debug("cannot signal progress", "err", err)
 		}
-	}
-}
-
-// every calls f every d until ctx is done.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f()
 	}
 }
 
