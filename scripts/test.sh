@@ -18,18 +18,21 @@
 # The run is a set of lanes: commands that run side by side, each with its
 # log in .cache/test/LANE.log, each started once the lanes it waits for
 # have ended (see the plan at the end of this file). Installs, service
-# starts and compilation overlap; the long test packages, which mostly
-# wait (on timeouts, restarts, fault schedules), run beside the ones that
-# compute. Two shared servers order the lanes:
+# starts and compilation overlap, and the long test packages, which mostly
+# wait (on timeouts, restarts, fault schedules), run side by side. Two
+# shared servers order the lanes:
 #   - e2e's cassandra-pause tests freeze the single node (SIGSTOP), so they
 #     run after every other lane that uses it;
-#   - store/cassandra's TestCluster* tests stop a data centre of the
-#     cluster, so e2e's regional tests, which use it, run after them.
-# "go vet -race" does the race build's compilation once for vet and the
-# tests alike; packages with files that depend on the race build tag are
-# vetted without -race too. A lane's log is printed when it ends; any
+#   - store/cassandra's TestClusterDCDown stops a data centre of the
+#     cluster, so the other users of the cluster (the other TestCluster*
+#     tests, e2e's regional tests) run after it.
+# Vet runs on the race build ("go vet -race"), so that one compilation
+# serves vet and the tests; packages with files that depend on the race
+# build tag are vetted without -race too. The compilation that runs beside
+# the long lanes is niced, and the unit lane, which computes, runs after
+# the e2e lanes. A lane's log is printed when it ends; any
 # failed lane fails the run, and a lane that needs a failed one is not
-# run. The run ends with a table of every lane's seconds.
+# run. The run ends with a table of every lane's wall and CPU seconds.
 #
 # Environment: CI=true (make missing services fail tests), the services'
 # EDGECOUNT_* addresses (defaults below), and EDGECOUNT_TEST_LOGS (the log
@@ -60,14 +63,21 @@ export EDGECOUNT_CASSANDRA=${EDGECOUNT_CASSANDRA:-127.0.0.1:9042}
 # The services this run started, one name a line; cleanup stops them.
 started_file=$logs/started-services
 
-# bring_up NAME: install and start scripts/NAME.sh's service unless it is
-# already answering; remember to stop it if this run started it.
+# compile_env: the environment of the lanes that only compile: the
+# compiler's garbage collector runs half as often (GOGC=200), which takes
+# about a fifth off the compilation's CPU for a tenth more memory. Never the
+# tests' (GOGC changes what they measure) nor a server's.
+compile_env=(GOGC=200)
+
+# bring_up NAME [ENV...]: install (with ENV) and start scripts/NAME.sh's
+# service unless it is already answering; remember to stop it if this run
+# started it.
 bring_up() {
 	if "./scripts/$1.sh" status >/dev/null 2>&1; then
 		echo "== $1: already running, reused"
 		return
 	fi
-	"./scripts/$1.sh" install
+	env "${@:2}" "./scripts/$1.sh" install
 	echo "$1" >>"$started_file"
 	"./scripts/$1.sh" start
 }
@@ -121,64 +131,57 @@ race_tagged_packages() {
 
 # The packages of the long lanes (their tests mostly wait), and of the
 # race binaries e2e builds: vetted first, so that their compilation is done
-# and they can start while the rest still compiles.
+# once, before the several lanes that share it start.
 long_packages=(./e2e/ ./natsjs/ ./store/cassandra/ ./cmd/edge-agent/ ./cmd/index-migrate/ ./cmd/rollup/)
 
-# vet_long, vet_rest: go vet of the race build, which compiles every
-# package and test dependency as the race tests need them, so the test
-# lanes find them built: the long lanes' packages first, then the rest
-# (niced: it computes while the long lanes wait).
-vet_long() { go vet -race "${long_packages[@]}"; }
-vet_rest() { nice -n 10 go vet -race ./...; }
+# vet_long, vet_all: go vet of the race build, which compiles every
+# package and test dependency as the race tests need them: the long lanes'
+# packages first, then every package (niced: it runs beside the long
+# lanes), so that the unit lane finds them built.
+vet_long() { env "${compile_env[@]}" go vet -race "${long_packages[@]}"; }
+vet_all() { env "${compile_env[@]}" nice -n 10 go vet -race ./...; }
 
 # build: the non-race build of edge-agent and rollup, which tests and
 # deploy/regions/local.sh build for themselves (built once here rather than
 # by several tests at once; nats-server is scripts/nats.sh's), and go vet
 # of the race-tagged packages as the non-race build sees them.
 build() {
-	go build ./cmd/edge-agent ./cmd/rollup
+	env "${compile_env[@]}" go build ./cmd/edge-agent ./cmd/rollup
 	local pkgs
 	pkgs=$(race_tagged_packages)
 	if [[ -n $pkgs ]]; then
 		echo "== go vet (non-race) of the race-tagged packages:" $pkgs
 		# shellcheck disable=SC2086
-		go vet $pkgs
+		env "${compile_env[@]}" go vet $pkgs
 	fi
 }
 
-# go_test ARGS...: go test -race of a lane, uncached.
-go_test() { go test -race -count=1 -timeout 20m "$@"; }
+# go_test ARGS...: go test -race of a lane, uncached. Its own vet (a subset
+# of go vet's checks) is off: the vet lanes ran them all on the same build.
+go_test() { go test -race -vet=off -count=1 -timeout 20m "$@"; }
 
 # The packages some lane below runs on its own; every other package runs in
 # the unit lane.
 own_lane_packages='/(natsjs|store/cassandra|e2e|cmd/edge-agent|cmd/index-migrate)$'
 
-# unit_tests: every package without a lane of its own. Niced: these
-# compute, the other lanes mostly wait, and their deadlines should not wait
-# on these. Both commands run; either failing fails the lane.
+# unit_tests: every package without a lane of its own. Both commands run;
+# either failing fails the lane.
 unit_tests() {
 	local rc=0
 	# shellcheck disable=SC2046
-	nice -n 10 go test -race -count=1 -timeout 20m $(go list ./... | grep -Ev "$own_lane_packages") || rc=$?
+	go_test $(go list ./... | grep -Ev "$own_lane_packages") || rc=$?
 	# The race detector changes allocation sizes, so the test that compares
 	# a summary's Bytes with the heap it really took only runs without -race.
-	nice -n 10 go test -count=1 -run 'TestBytesIsWhatIsAllocated' ./topk/ || rc=$?
+	go test -vet=off -count=1 -run 'TestBytesIsWhatIsAllocated' ./topk/ || rc=$?
 	return "$rc"
 }
 
-# The store/cassandra tests that use the two-DC cluster (TestClusterDCDown
-# stops a data centre): named TestCluster*, the rest use the single node.
+# store/cassandra's tests in three lanes: the ones on the single node, and
+# two on the two-DC cluster: TestClusterDCDown, which stops a data centre,
+# and then the other cluster tests (TestCluster*), beside e2e's regional
+# lane.
 cluster_tests='^TestCluster'
-
-# node_users: every test of the single node but e2e's: store/cassandra's,
-# edge-agent's regional test and index-migrate's. Both commands run; either
-# failing fails the lane.
-node_users() {
-	local rc=0
-	go_test -skip "$cluster_tests" ./store/cassandra/ || rc=$?
-	go_test ./cmd/edge-agent/ ./cmd/index-migrate/ || rc=$?
-	return "$rc"
-}
+dc_down_test='^TestClusterDCDown$'
 
 # e2e's tests in three lanes: the ones that freeze the single node, the
 # regional ones on the cluster (the fault rows region-cut and hub-kill, and
@@ -193,7 +196,7 @@ tools_module() {
 		echo "== no tools/go.mod; nothing to do"
 		return
 	fi
-	(cd tools && go vet ./... && nice -n 10 go test -race -count=1 ./...)
+	(cd tools && go vet ./... && go test -race -count=1 ./...)
 }
 
 # ---- the scheduler ---------------------------------------------------------
@@ -371,29 +374,43 @@ trap cleanup EXIT
 # A lane starts once its NEEDS have succeeded and its AFTER lanes have
 # ended. Services are needs; compilation is an order only (a vet finding
 # fails the run, and the tests still run and report).
+#
+# First the setup: downloads, installs, service starts and the compilation
+# the long lanes need, side by side. Then two streams of test lanes, with
+# the rest of the compilation niced beside them:
+#   - e2e, one lane at a time: the rest, the regional tests, the
+#     cassandra-pause tests;
+#   - the other packages, two lanes at the most at a time: the cluster
+#     tests (TestClusterDCDown first, alone), natsjs, the single node's
+#     users, then the unit lane.
+# Most tests have deadlines of seconds (handovers, shutdowns, request
+# timeouts, rates), set for a machine that runs two packages at a time: on
+# two cores, more lanes at once made them miss those deadlines.
 #    NAME                     NEEDS                       AFTER                     COMMAND
-# Setup: downloads, installs, service starts and compilation, side by side.
 lane modules                  -                           -                         go mod download
 lane packages                 -                           -                         install_packages
 lane cassandra-install        -                           -                         install_cassandra
 lane cassandra                cassandra-install           -                         start_cassandra
 lane cassandra-cluster        cassandra-install           -                         start_cluster
-lane nats                     modules                     -                         bring_up nats
+lane nats                     modules                     -                         bring_up nats "${compile_env[@]}"
 lane vet-long                 modules                     -                         vet_long
-lane vet-rest                 modules                     vet-long                  vet_rest
 lane build                    modules                     nats                      build
-# Tests: the long lanes as soon as their packages and services are there,
-# the unit lane once everything is compiled.
-lane natsjs                   modules                     vet-long                  go_test ./natsjs/
-lane cassandra-node-users     cassandra                   vet-long,build            node_users
-lane cassandra-cluster-users  cassandra-cluster           vet-long                  go_test -run "$cluster_tests" ./store/cassandra/
-lane e2e                      packages,nats,cassandra     vet-long,build            go_test -skip "$e2e_pause|$e2e_regional" ./e2e/
-lane e2e-regional             packages,cassandra-cluster  vet-long,build,cassandra-cluster-users \
+lane vet                      modules                     vet-long                  vet_all
+
+lane e2e                      packages,nats,cassandra     vet-long                  go_test -skip "$e2e_pause|$e2e_regional" ./e2e/
+lane e2e-regional             packages,cassandra-cluster  vet-long,build,e2e,cassandra-dc-down \
 	go_test -run "$e2e_regional" ./e2e/
-lane e2e-cassandra-pause      packages,nats,cassandra     vet-long,build,e2e,cassandra-node-users \
+lane e2e-cassandra-pause      packages,nats,cassandra     e2e-regional,cassandra-node-users,edge-agent \
 	go_test -run "$e2e_pause" ./e2e/
-lane unit                     packages                    vet-rest,build            unit_tests
-lane tools                    modules                     vet-rest                  tools_module
+
+lane cassandra-dc-down        cassandra-cluster           vet-long                  go_test -run "$dc_down_test" ./store/cassandra/
+lane cassandra-cluster-users  cassandra-cluster           cassandra-dc-down         go_test -run "$cluster_tests" -skip "$dc_down_test" ./store/cassandra/
+lane natsjs                   modules                     cassandra-dc-down         go_test ./natsjs/
+lane cassandra-node-users     cassandra                   natsjs                    go_test -skip "$cluster_tests" ./store/cassandra/
+lane edge-agent               cassandra                   build,natsjs              go_test ./cmd/edge-agent/ ./cmd/index-migrate/
+lane unit                     packages                    vet,cassandra-node-users,edge-agent \
+	unit_tests
+lane tools                    modules                     unit                      tools_module
 
 run_lanes
 report
