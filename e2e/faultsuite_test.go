@@ -18,7 +18,7 @@ import (
 	"github.com/edgecount/edgecount/natsjs"
 )
 
-// The fault-injection suite (DESIGN.md, G15: acknowledged writes lost and
+// The fault-injection suite (docs/design.md, G15: acknowledged writes lost and
 // double-counted, every fault row: 0 and 0). Each row starts a system of
 // its own (two agents and two rollups as processes, faultSystem), runs the
 // checker's load (load) at it, injects one fault, and when the load has

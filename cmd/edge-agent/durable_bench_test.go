@@ -32,7 +32,7 @@ import (
 // (and interval) against the same node with durability none, in the same
 // run, for batches of 100 and for single increments, with ingestClients keep-alive
 // clients. It also reports the ack latency p50/p99 of each mode. Goal
-// (DESIGN.md): durable ÷ none ≥ 0.8.
+// (docs/design.md): durable ÷ none ≥ 0.8.
 //
 //	go test -run '^$' -bench DurableIngest -benchtime 3s -count 3 ./cmd/edge-agent/
 func BenchmarkDurableIngest(b *testing.B) {

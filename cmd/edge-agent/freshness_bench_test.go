@@ -15,7 +15,7 @@ import (
 // JetStream with sync on every write, rollup, store, read cache), as a
 // fraction of the flush interval. Each iteration writes one view of a
 // fresh item at a random moment of the flush cycle and polls its count
-// every millisecond. Goal (DESIGN.md): p50 ≤ 0.6, p99 ≤ 1.1.
+// every millisecond. Goal (docs/design.md): p50 ≤ 0.6, p99 ≤ 1.1.
 //
 //	go test -run '^$' -bench Freshness -benchtime 60x ./cmd/edge-agent/
 func BenchmarkFreshness(b *testing.B) {
