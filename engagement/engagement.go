@@ -2,7 +2,9 @@ package engagement
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,33 +77,118 @@ type Reaction struct {
 	// looking for it in Writers; zero lets the store pick one. Reads leave
 	// it zero.
 	Token uint64
-	// Writers are the tokens of the row's last writes, oldest first, at
-	// most MaxWriters, as a read returns them. A row keeps them across an
+	// Writers are the tokens of the row's last writes, oldest first (its
+	// writer history, see MaxWriters), as a read returns them. A row keeps them across an
 	// undo: a read that finds no row returns the undone row's Writers.
 	// Writes ignore the field of the row they are given, except that
 	// UpdateReaction and DeleteReaction extend prev's (pass prev as read).
 	Writers []uint64
 }
 
-// MaxWriters bounds Reaction.Writers. A write whose token is not among a
-// row's Writers did not apply, unless MaxWriters later writes pushed it
-// out.
-const MaxWriters = 8
+// A row's Writers is its writer history: the tokens of its last writes,
+// oldest first. A write whose token is not among them did not apply, as
+// long as no later write can have dropped the token. A token carries the
+// second it was made (NewToken), and a write drops a token only when the
+// history holds more than MaxWriters and the token is older than
+// WriterHistory, or, as a safety net no writer of this version reaches,
+// when it holds MaxWritersKept: a writer refuses to write a row whose
+// history is full (WritersFull) rather than drop a young token. So a
+// settle that reads the row within WriterHistory − WriterSkew of the
+// token's making always tells applied from not applied
+// (Reaction.NotWrittenBy). See docs/fence.md.
+const (
+	// MaxWriters is how many tokens a row keeps whatever their age.
+	MaxWriters = 8
+	// MaxWritersKept bounds a row's history: at most this many tokens,
+	// all younger than WriterHistory, that is this many writes of one
+	// (user, item) in WriterHistory.
+	MaxWritersKept = 256
+	// WriterHistory is how long a token is kept at least.
+	WriterHistory = 10 * time.Minute
+	// WriterSkew is how far the clocks of the processes that write one row
+	// may disagree.
+	WriterSkew = time.Minute
+)
+
+// tokenSeq makes the low half of tokens: a counter from a random start,
+// so that the tokens of one process never repeat within a second.
+var tokenSeq atomic.Uint32
+
+func init() { tokenSeq.Store(rand.Uint32()) }
+
+// NewToken returns a non-zero write token made at now: the Unix second in
+// its high 32 bits, a per-process counter from a random start in its low
+// 32.
+func NewToken(now time.Time) uint64 {
+	for {
+		if t := uint64(uint32(now.Unix()))<<32 | uint64(tokenSeq.Add(1)); t != 0 {
+			return t
+		}
+	}
+}
+
+// TokenTime returns the second token was made (NewToken). Tokens made
+// before writer histories were kept by time are random: their "time" is
+// anywhere, and expired reads it as expired.
+func TokenTime(token uint64) time.Time {
+	return time.Unix(int64(token>>32), 0)
+}
+
+// expired reports whether a writer at now may drop token: made more than
+// WriterHistory ago, or a random token of an older version (its time is
+// over a day ahead of now).
+func expired(token uint64, now time.Time) bool {
+	t := TokenTime(token)
+	return now.Sub(t) > WriterHistory || t.Sub(now) > 24*time.Hour
+}
 
 // WrittenBy reports whether the write named token is among r's Writers.
 func (r *Reaction) WrittenBy(token uint64) bool {
 	return token != 0 && slices.Contains(r.Writers, token)
 }
 
-// NextWriters returns writers extended by token, dropping the oldest
-// beyond MaxWriters. It never modifies writers' array.
-func NextWriters(writers []uint64, token uint64) []uint64 {
-	if n := len(writers) + 1 - MaxWriters; n > 0 {
+// NotWrittenBy reports whether r, read at now, proves that the write named
+// token did not apply: the token is not among r's Writers, and no write
+// can have dropped it since it was made (it is younger than
+// WriterHistory − WriterSkew by the reader's clock, and the history is not
+// full). r is the row as a read returns it, found or not.
+func (r *Reaction) NotWrittenBy(token uint64, now time.Time) bool {
+	if token == 0 || r.WrittenBy(token) || len(r.Writers) >= MaxWritersKept {
+		return false
+	}
+	t := TokenTime(token)
+	return now.Sub(t) < WriterHistory-WriterSkew && t.Sub(now) < WriterSkew
+}
+
+// NextWriters returns writers extended by token at now, dropping the
+// oldest beyond MaxWriters that are expired, and the oldest beyond
+// MaxWritersKept. It never modifies writers' array.
+func NextWriters(writers []uint64, token uint64, now time.Time) []uint64 {
+	for len(writers)+1 > MaxWriters && expired(writers[0], now) {
+		writers = writers[1:]
+	}
+	if n := len(writers) + 1 - MaxWritersKept; n > 0 {
 		writers = writers[n:]
 	}
 	out := make([]uint64, len(writers), len(writers)+1)
 	copy(out, writers)
 	return append(out, token)
+}
+
+// WritersFull reports whether a write at now would fill writers to
+// MaxWritersKept tokens that are not expired: the row has taken that many
+// writes in WriterHistory. It then returns how long until the oldest token
+// expires. A writer refuses such a write (too many writes of one
+// reaction), so that a history never reaches MaxWritersKept, no token is
+// dropped young, and NotWrittenBy holds.
+func WritersFull(writers []uint64, now time.Time) (bool, time.Duration) {
+	for len(writers)+1 > MaxWriters && expired(writers[0], now) {
+		writers = writers[1:]
+	}
+	if len(writers)+1 < MaxWritersKept {
+		return false, 0
+	}
+	return true, TokenTime(writers[0]).Add(WriterHistory + time.Second).Sub(now)
 }
 
 // RegionTally is one region's share of an item's reactions, counted from the

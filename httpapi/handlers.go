@@ -81,6 +81,8 @@ func (a *api) writeError(w http.ResponseWriter, e *apiError) {
 	switch e.status {
 	case http.StatusServiceUnavailable, http.StatusConflict:
 		w.Header().Set("Retry-After", a.retryAfter)
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "60")
 	case http.StatusRequestEntityTooLarge:
 		w.Header().Set("Connection", "close")
 	}
@@ -126,8 +128,12 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &apiError{status: StatusClientClosedRequest, msg: "client closed request"}
 	case errors.Is(err, region.ErrKeyConflict):
 		e = errKeyConflict
+	case errors.Is(err, region.ErrContended) && errors.Is(err, store.ErrContention):
+		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; the agent settles its outcome and counts it once, retry"}
 	case errors.Is(err, region.ErrContended):
 		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; nothing was applied, retry"}
+	case errors.Is(err, region.ErrTooFrequent):
+		e = &apiError{status: http.StatusTooManyRequests, msg: "this reaction changed too often in the last 10 minutes; nothing was applied, retry later"}
 	case errors.Is(err, region.ErrStopping):
 		e = &apiError{status: http.StatusServiceUnavailable, msg: "agent is stopping; retry, possibly on another agent"}
 	case errors.Is(err, region.ErrBacklog):

@@ -23,6 +23,8 @@ func RegisterRecount(reg prometheus.Registerer, rc *rollup.Recounter) error {
 		{"edgecount_recount_items_checked_total", "Items whose totals were compared with their reactions.", false, u64(&s.ItemsChecked)},
 		{"edgecount_recount_rows_checked_total", "Totals rows (global and regional) compared with a count of the reactions.", false, u64(&s.RowsChecked)},
 		{"edgecount_recount_rows_repaired_total", "Totals rows rewritten because they differed from the count.", false, u64(&s.RowsRepaired)},
+		{"edgecount_recount_rows_raised_total", "Repaired totals rows with a cell raised to the count (lost deltas).", false, u64(&s.RowsRaised)},
+		{"edgecount_recount_rows_lowered_total", "Repaired totals rows with a cell lowered to the count (deltas no reaction backs).", false, u64(&s.RowsLowered)},
 		{"edgecount_recount_drift_repaired_total", "Sum of |likes change| + |dislikes change| over the rows repaired.", false, u64(&s.DriftRepaired)},
 		{"edgecount_recount_rows_deferred_total", "Rows with drift left for a later pass: the item changed while counted, or the pipeline was behind.", false, u64(&s.RowsDeferred)},
 		{"edgecount_recount_rows_unrepaired_total", "Rows left above a count that may be short (a by-content entry may be missing); lower them on demand with allow_lower.", false, u64(&s.RowsUnrepaired)},

@@ -200,19 +200,22 @@ type Stats struct {
 	ReactionsUnchanged atomic.Uint64
 	ReactionConflicts  atomic.Uint64
 	ReactionsContended atomic.Uint64
-	Flushes            atomic.Uint64
-	FlushesDeferred    atomic.Uint64
-	FlushNanos         atomic.Uint64
-	SumsFlushed        atomic.Uint64
-	MessagesEnqueued   atomic.Uint64
-	MessagesPublished  atomic.Uint64
-	PublishErrors      atomic.Uint64
-	OutboxBytes        atomic.Int64
-	OutboxMessages     atomic.Int64
-	CacheHits          atomic.Uint64
-	CacheMisses        atomic.Uint64
-	FreshReads         atomic.Uint64 // reads with consistency fresh
-	FreshPeerMisses    atomic.Uint64 // peers that did not answer one in time
+	// ReactionsTooFrequent counts reactions refused because their row took
+	// engagement.MaxWritersKept changes in engagement.WriterHistory.
+	ReactionsTooFrequent atomic.Uint64
+	Flushes              atomic.Uint64
+	FlushesDeferred      atomic.Uint64
+	FlushNanos           atomic.Uint64
+	SumsFlushed          atomic.Uint64
+	MessagesEnqueued     atomic.Uint64
+	MessagesPublished    atomic.Uint64
+	PublishErrors        atomic.Uint64
+	OutboxBytes          atomic.Int64
+	OutboxMessages       atomic.Int64
+	CacheHits            atomic.Uint64
+	CacheMisses          atomic.Uint64
+	FreshReads           atomic.Uint64 // reads with consistency fresh
+	FreshPeerMisses      atomic.Uint64 // peers that did not answer one in time
 	// Trending.
 	TrendingNanos     atomic.Uint64 // time spent on trending in flushes
 	TopListsShipped   atomic.Uint64 // per-partition trending lists put in messages

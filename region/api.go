@@ -12,6 +12,11 @@ var (
 	// concurrent writers of the same row and the agent gave up. Nothing was
 	// applied; the client may retry.
 	ErrContended = errors.New("reaction contended: too many concurrent changes")
+	// ErrTooFrequent means a reaction's row took engagement.MaxWritersKept
+	// changes within engagement.WriterHistory: one user toggling one item
+	// hundreds of times in minutes. Nothing was applied; the client may
+	// retry after the window.
+	ErrTooFrequent = errors.New("reaction changed too often")
 	// ErrStopping means the agent is shutting down and takes no more writes.
 	ErrStopping = errors.New("agent is stopping")
 )

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/engagement"
+	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/wal"
 )
 
@@ -505,10 +506,16 @@ func sameRow(row, x engagement.Reaction) bool {
 //     the store (its settle failed, as while Cassandra is frozen) and apply
 //     later; once the repeat applies, or loses to another write, the
 //     original's condition can never hold again;
-//   - the row moved on without it → not applied, unless MaxWriters later
-//     writes may have pushed the token out → ambiguous: not counted,
-//     counted in IntentsAmbiguous and logged; the recount repairs the
-//     item's totals.
+//   - the row moved on without it → not applied, as long as no later write
+//     can have dropped the token from the writers
+//     (engagement.NotWrittenBy: a settle within WriterHistory − WriterSkew
+//     of the intent); after that → ambiguous: not counted, counted in
+//     IntentsAmbiguous and logged; the recount repairs the item's totals.
+//
+// The row is read at serial consistency when the store can (SerialReader):
+// a row read from one data centre may not yet show a write applied through
+// another, and would be taken for the row as read, or for one that moved
+// on without the write.
 //
 // An intent logged before writer tokens is decided by comparing rows: the
 // intended next row (for an undo: no row) → applied; the row as read →
@@ -516,8 +523,12 @@ func sameRow(row, x engagement.Reaction) bool {
 // taken as applied.
 func (a *Agent) settle(ctx context.Context, in *intent) (resolution, error) {
 	rs := resolution{id: in.id, content: in.content}
+	read := a.reactions.GetReaction
+	if sr, ok := a.reactions.(SerialReader); ok {
+		read = sr.GetReactionSerial
+	}
 	for try := 0; try < 3; try++ {
-		row, found, err := a.reactions.GetReaction(ctx, in.user, in.content)
+		row, found, err := read(ctx, in.user, in.content)
 		if err != nil {
 			return rs, fmt.Errorf("cannot read reaction: %w", err)
 		}
@@ -559,21 +570,22 @@ func (a *Agent) settle(ctx context.Context, in *intent) (resolution, error) {
 				return rs, fmt.Errorf("cannot redo reaction: %w", err)
 			}
 			continue // lost the compare-and-set: decide from the row again
-		case in.named && len(row.Writers) < engagement.MaxWriters:
+		case in.named && row.NotWrittenBy(in.id, time.Now()):
 			a.logStats.IntentsSettled.Add(1)
 			return rs, nil
 		default:
 			a.logStats.IntentsSettled.Add(1)
 			a.logStats.IntentsAmbiguous.Add(1)
+			rs.ambiguous = true
 			a.logger.Warn("reaction outcome ambiguous: the row moved on; not counted, the recount repairs the totals",
 				"user", in.user, "content", in.content, "intended_action", in.action, "row_version", row.Version, "row_found", found)
 			return rs, nil
 		}
 	}
-	a.logStats.IntentsSettled.Add(1)
-	a.logStats.IntentsAmbiguous.Add(1)
-	a.logger.Warn("reaction outcome ambiguous after repeated redo; not counted", "user", in.user, "content", in.content)
-	return rs, nil
+	// Each redo lost to a competitor and the row came back to the row as
+	// read (it cannot: versions only grow, and markers carry new
+	// incarnations; but were it so, the next try decides).
+	return rs, fmt.Errorf("%w: the row kept its state across %d redos", store.ErrContention, 3)
 }
 
 // redo sends an intent's compare-and-set again, from row (the row as it is

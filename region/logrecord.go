@@ -76,6 +76,9 @@ type resolution struct {
 	applied bool
 	content string
 	deltas  []Delta
+	// ambiguous (not logged) reports that settle could not tell whether
+	// the write applied and took it as not applied.
+	ambiguous bool
 }
 
 // outRecord is one message of a flush in the outbox log.
@@ -269,7 +272,7 @@ func decodeIntent(p []byte) (intent, error) {
 	}
 	if in.named {
 		n := r.uvarint()
-		if n > engagement.MaxWriters {
+		if n > engagement.MaxWritersKept {
 			return in, errRecord
 		}
 		for i := uint64(0); i < n && r.err == nil; i++ {

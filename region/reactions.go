@@ -107,9 +107,20 @@ func (a *Agent) react(ctx context.Context, kc *keyClaim, userID, contentID strin
 		if prev == action {
 			return a.reactUnchanged(ctx, kc, ReactResult{Previous: prev, Action: action, Version: cur.Version})
 		}
+		if full, _ := engagement.WritersFull(cur.Writers, a.now()); full {
+			a.stats.ReactionsTooFrequent.Add(1)
+			return ReactResult{}, ErrTooFrequent
+		}
 		w := a.planReaction(userID, contentID, action, cur, found)
 		applied, err := a.writeReaction(ctx, kc, &w)
 		if err != nil {
+			if errors.Is(err, store.ErrContention) {
+				// The writers' own race left the outcome open; the
+				// intent is settled later and counted then. The
+				// client retries.
+				a.stats.ReactionsContended.Add(1)
+				return ReactResult{}, fmt.Errorf("%w: %w", ErrContended, err)
+			}
 			return ReactResult{}, err
 		}
 		if !applied {
@@ -179,7 +190,7 @@ type reactionWrite struct {
 func (a *Agent) planReaction(userID, contentID string, action engagement.Action, cur engagement.Reaction, found bool) reactionWrite {
 	now := a.now()
 	w := reactionWrite{prev: actionOf(cur, found), cur: cur}
-	w.in = intent{id: newIncarnation(), user: userID, content: contentID, region: a.cfg.Region, action: action,
+	w.in = intent{id: engagement.NewToken(now), user: userID, content: contentID, region: a.cfg.Region, action: action,
 		prev: cur, prevFound: found, named: true}
 	switch {
 	case action == engagement.ActionNone:
@@ -216,7 +227,14 @@ func (a *Agent) writeReaction(ctx context.Context, kc *keyClaim, w *reactionWrit
 	}
 	applied, err := a.compareAndSet(ctx, w)
 	if err != nil && !applied {
-		a.failedReaction(ctx, pi, w, err)
+		if decided, applied := a.failedReaction(ctx, pi, w, err); decided {
+			// Settled at once: the client gets the outcome, not the
+			// error (a write that did not apply is tried again).
+			if applied {
+				a.logger.Info("reaction applied after an error; settled from the row", "user", w.in.user, "content", w.in.content, "err", err)
+			}
+			return applied, nil
+		}
 		return false, fmt.Errorf("cannot write reaction: %w", err)
 	}
 	if err != nil {
@@ -242,8 +260,11 @@ func (a *Agent) compareAndSet(ctx context.Context, w *reactionWrite) (bool, erro
 
 // failedReaction decides the logged intent pi (nil without a log) of a
 // compare-and-set that answered err and did not apply: not applied when
-// the store refused it before it ran, else by resolveAfterError.
-func (a *Agent) failedReaction(ctx context.Context, pi *pendingIntent, w *reactionWrite, err error) {
+// the store refused it before it ran, else by resolveAfterError. It
+// reports whether the outcome was decided and logged (its deltas, if it
+// applied, counted), and whether it applied. A refused write is decided
+// but reported undecided: the store's error is the answer.
+func (a *Agent) failedReaction(ctx context.Context, pi *pendingIntent, w *reactionWrite, err error) (decided, applied bool) {
 	switch {
 	case pi == nil:
 	case errors.Is(err, store.ErrRefused):
@@ -256,8 +277,9 @@ func (a *Agent) failedReaction(ctx context.Context, pi *pendingIntent, w *reacti
 			a.logger.Warn("cannot log a refused reaction's outcome; retried later", "err", lerr)
 		}
 	default:
-		a.resolveAfterError(ctx, pi)
+		return a.resolveAfterError(ctx, pi)
 	}
+	return false, false
 }
 
 // countReaction counts the outcome of w's compare-and-set: with a log, it
@@ -330,17 +352,20 @@ func (a *Agent) logResolution(ctx context.Context, pi *pendingIntent, rs *resolu
 // error by settle (the row's writers, or the same compare-and-set sent
 // again when the row is unchanged: the store may have failed to settle the
 // lost answer itself); if that fails too the intent stays pending, and the
-// flusher settles it from then on (retryPending).
-func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) {
+// flusher settles it from then on (retryPending). It reports whether the
+// outcome was decided and logged, and whether the write applied.
+func (a *Agent) resolveAfterError(ctx context.Context, pi *pendingIntent) (decided, applied bool) {
 	rs, err := a.settle(ctx, &pi.in)
 	if err != nil {
 		a.logger.Warn("reaction outcome unknown; kept in the log and settled later", "user", pi.in.user, "content", pi.in.content, "err", err)
 		a.releasePending(pi)
-		return
+		return false, false
 	}
 	if err := a.logResolution(ctx, pi, &rs); err != nil {
 		a.logger.Warn("cannot log a reaction outcome; retried later", "err", err)
+		return false, false
 	}
+	return !rs.ambiguous, rs.applied
 }
 
 // releasePending hands an intent that its owner could not decide to the

@@ -162,6 +162,11 @@ type RecountStats struct {
 	ItemsChecked atomic.Uint64
 	RowsChecked  atomic.Uint64 // rows compared with a count
 	RowsRepaired atomic.Uint64
+	// RowsRaised and RowsLowered count the repaired rows with a cell
+	// raised (lost deltas) and with a cell lowered (deltas counted that
+	// no reaction backs); a row may count in both.
+	RowsRaised  atomic.Uint64
+	RowsLowered atomic.Uint64
 	// DriftRepaired sums |Δlikes| + |Δdislikes| over the rows repaired.
 	DriftRepaired atomic.Uint64
 	// RowsDeferred counts rows with drift left for a later pass because
@@ -672,7 +677,7 @@ func raises(plan []RowResult) bool {
 }
 
 func unrepairedReason(rows int) string {
-	return fmt.Sprintf("%d row(s) are above a count that may be short (the store cannot prove every reaction has a by-content entry); left as they are, recount with allow_lower to lower them", rows)
+	return fmt.Sprintf("%d row(s) are above a count that may be short (the store's index is not known complete: a keyspace made before pending entries, until index-migrate -repair ran); left as they are, recount with allow_lower to lower them", rows)
 }
 
 // repair re-reads the candidates' rows under the apply lock and writes
@@ -752,6 +757,12 @@ func (rc *Recounter) repair(ctx context.Context, results []ItemResult, cands []c
 			d := abs(r.After.Likes-r.Before.Likes) + abs(r.After.Dislikes-r.Before.Dislikes)
 			res.Drift += d
 			rc.stats.RowsRepaired.Add(1)
+			if r.After.Likes > r.Before.Likes || r.After.Dislikes > r.Before.Dislikes {
+				rc.stats.RowsRaised.Add(1)
+			}
+			if r.After.Likes < r.Before.Likes || r.After.Dislikes < r.Before.Dislikes {
+				rc.stats.RowsLowered.Add(1)
+			}
 			rc.stats.DriftRepaired.Add(uint64(d))
 			rc.logger.Info("recount repaired a total", "content_id", res.ContentID, "scope", r.Scope,
 				"likes_before", r.Before.Likes, "likes_after", r.After.Likes,

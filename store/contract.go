@@ -30,6 +30,14 @@ var ErrUnavailable = errors.New("store unavailable")
 // where it can prove that; every other failure leaves the outcome open.
 var ErrRefused = errors.New("write refused before it ran")
 
+// ErrContention is returned (wrapped, together with ErrUnavailable) by a
+// conditional reaction write that timed out racing other writes of the
+// same row (a Paxos contention timeout), and whose outcome could not be
+// settled at once. Like any timeout it leaves the outcome open (the caller
+// settles it); unlike an outage it is the writers' own race, so the
+// caller answers it as a conflict, not as the store being down.
+var ErrContention = errors.New("write timed out in contention with other writes of the row")
+
 // CheckAction reports whether r can be stored as a row: a stored row holds
 // a like or a dislike (no row means "none").
 func CheckAction(r *engagement.Reaction) error {

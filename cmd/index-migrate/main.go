@@ -9,6 +9,17 @@
 // they serve traffic and safe to run again (see docs/data-model.md);
 // afterwards drop the old table with
 // DROP TABLE <keyspace>.user_likes_by_content.
+//
+// With -repair it runs cassandra.Store.RepairIndex instead: it brings the
+// bucketed index in line with user_likes (missing, stale, leftover and
+// damaged entries) and records it complete, so that the recount lowers
+// totals as well as raises them on a keyspace made by an older version:
+//
+//	index-migrate -hosts 10.0.0.1 -keyspace edgecount -repair
+//
+// Run it once every agent and rollup runs this version (after the copy, if
+// the keyspace still has the old table), and after any damage to the
+// index; see docs/recount.md.
 package main
 
 import (
@@ -34,6 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&cfg.Keyspace, "keyspace", cfg.Keyspace, "edgecount's `keyspace`")
 	fs.StringVar(&cfg.LocalDC, "local-dc", "", "data centre to send requests to first")
 	fs.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "consistency of the reads and writes")
+	repair := fs.Bool("repair", false, "repair the bucketed index from user_likes and record it complete, instead of copying the old table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +58,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer st.Close()
+	if *repair {
+		return repairIndex(ctx, st, cfg.Keyspace, stdout)
+	}
 	start, last := time.Now(), time.Now()
 	rep, err := st.MigrateIndex(ctx, func(r cassandra.MigrateReport) {
 		if time.Since(last) >= 5*time.Second {
@@ -62,5 +77,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stdout, "copied %d entries of %s.%s in %v; drop the old table with: DROP TABLE %s.%s\n",
 		rep.Entries, cfg.Keyspace, cassandra.LegacyIndexTable, time.Since(start).Round(time.Millisecond), cfg.Keyspace, cassandra.LegacyIndexTable)
+	return nil
+}
+
+// repairIndex runs the index repair, reporting progress every 5 s.
+func repairIndex(ctx context.Context, st *cassandra.Store, keyspace string, stdout io.Writer) error {
+	start, last := time.Now(), time.Now()
+	rep, err := st.RepairIndex(ctx, func(r cassandra.RepairReport) {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stdout, "read %d rows and %d entries; wrote %d, removed %d\n", r.Rows, r.Entries, r.Written, r.Removed)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%w (running it again is safe)", err)
+	}
+	fmt.Fprintf(stdout, "repaired the index of %s in %v: read %d rows and %d entries, wrote %d entries, removed %d; the index is complete\n",
+		keyspace, time.Since(start).Round(time.Millisecond), rep.Rows, rep.Entries, rep.Written, rep.Removed)
 	return nil
 }

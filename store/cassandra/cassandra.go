@@ -61,9 +61,19 @@ type Store struct {
 	q          statements
 	counters   Counters
 	keyspace   string
+	// indexCons is the consistency of the by-content entries written
+	// before a change (preIndex, markIndex) and of a count's reads of
+	// them, so that a count sees every entry a change wrote before it
+	// applied, from any data centre (indexConsistency).
+	indexCons gocql.Consistency
 	// buckets is the bucket count of the by-content index (the keyspace's
 	// index_buckets).
 	buckets int
+	// complete reports that every writer of the keyspace writes pending
+	// entries (layoutComplete), so that counts are exact; completeChecked
+	// is when it was last read (UnixNano), while it is false.
+	complete        atomic.Bool
+	completeChecked atomic.Int64
 	// lastTS is the last write timestamp handed out by writeTimestamp.
 	lastTS atomic.Int64
 	// paxosV2 reports that the cluster runs Paxos v2 (paxos_variant v2,
@@ -73,6 +83,10 @@ type Store struct {
 	// beforeRevive, set only by tests, runs before each attempt of
 	// InsertReaction to take a marker over (a competitor's moment).
 	beforeRevive func(attempt int)
+	// failFollowUp, set only by tests, fails the by-content write that
+	// follows an applied change (putIndex, delIndex) without sending it,
+	// as a node lost at that moment would.
+	failFollowUp atomic.Bool
 }
 
 // Counters counts the rare events of a Store that an operator watches.
@@ -101,6 +115,16 @@ type Counters struct {
 	// Fenced counts settled writes whose row was fenced (see settle) so a
 	// copy of the write still queued in the cluster can never apply.
 	Fenced atomic.Int64
+	// IndexRepaired counts by-content entries written again from their
+	// row: by a count (pending after a follow-up write failed), or by
+	// RepairIndex (missing, stale or damaged).
+	IndexRepaired atomic.Int64
+	// IndexRemoved counts by-content entries RepairIndex deleted: of an
+	// incarnation no row holds, or in a bucket not their user's.
+	IndexRemoved atomic.Int64
+	// Contended counts reaction writes left open by a Paxos contention
+	// timeout that could not be settled at once (store.ErrContention).
+	Contended atomic.Int64
 }
 
 // Counters returns the live counters of s.
@@ -112,7 +136,7 @@ type statements struct {
 	insertReaction, updateReaction, delReact string
 	reviveReaction                           string
 	fenceBump, fenceInsert                   string
-	putIndex, delIndex                       string
+	putIndex, delIndex, preIndex, markIndex  string
 	indexFirst, indexAfter, indexUser        string
 	getLayout, putLayout                     string
 	readStats, readStatsIn, writeStats       string
@@ -149,15 +173,22 @@ func newStatements(ks string) statements {
 		// The by-content index, one partition per (item, bucket); see
 		// docs/data-model.md. A scan reads a bucket in pages of LIMIT
 		// entries that resume after the last user of the page before.
-		putIndex: `INSERT INTO ` + ks + `.` + indexTable + ` (content_id, bucket, user_id, incarnation, action, region, version)` +
-			` VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
+		putIndex: `INSERT INTO ` + ks + `.` + indexTable + ` (content_id, bucket, user_id, incarnation, action, region, version, pending)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?, false) USING TIMESTAMP ?`,
+		// Written before a change's transaction (see index.go, "pending
+		// entries"): the entry of a new incarnation, and the mark of an
+		// entry whose row is about to change.
+		preIndex: `INSERT INTO ` + ks + `.` + indexTable + ` (content_id, bucket, user_id, incarnation, action, region, version, pending)` +
+			` VALUES (?, ?, ?, ?, ?, ?, ?, true) USING TIMESTAMP ?`,
+		markIndex: `UPDATE ` + ks + `.` + indexTable + ` USING TIMESTAMP ? SET pending = true` +
+			` WHERE content_id = ? AND bucket = ? AND user_id = ? AND incarnation = ?`,
 		delIndex: `DELETE FROM ` + ks + `.` + indexTable + ` USING TIMESTAMP ?` +
 			` WHERE content_id = ? AND bucket = ? AND user_id = ? AND incarnation = ?`,
-		indexFirst: `SELECT user_id, incarnation, action, region FROM ` + ks + `.` + indexTable +
+		indexFirst: `SELECT user_id, incarnation, action, region, pending FROM ` + ks + `.` + indexTable +
 			` WHERE content_id = ? AND bucket = ? LIMIT ?`,
-		indexAfter: `SELECT user_id, incarnation, action, region FROM ` + ks + `.` + indexTable +
+		indexAfter: `SELECT user_id, incarnation, action, region, pending FROM ` + ks + `.` + indexTable +
 			` WHERE content_id = ? AND bucket = ? AND user_id > ? LIMIT ?`,
-		indexUser: `SELECT user_id, incarnation, action, region FROM ` + ks + `.` + indexTable +
+		indexUser: `SELECT user_id, incarnation, action, region, pending FROM ` + ks + `.` + indexTable +
 			` WHERE content_id = ? AND bucket = ? AND user_id = ?`,
 		getLayout: `SELECT value FROM ` + ks + `.layout WHERE name = ?`,
 		putLayout: `INSERT INTO ` + ks + `.layout (name, value) VALUES (?, ?) IF NOT EXISTS`,
@@ -190,7 +221,7 @@ func newStatements(ks string) statements {
 func (q *statements) all() []string {
 	return []string{
 		q.getReaction, q.getReactions, q.insertReaction, q.updateReaction, q.delReact,
-		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex,
+		q.reviveReaction, q.fenceBump, q.fenceInsert, q.putIndex, q.delIndex, q.preIndex, q.markIndex,
 		q.indexFirst, q.indexAfter, q.indexUser, q.getLayout, q.putLayout, q.readStats, q.readStatsIn, q.writeStats,
 		q.scanStats, q.scanStatsItem,
 		q.putTrending, q.getTrending, q.readTrending,
@@ -233,14 +264,18 @@ func schema(ks string, r Replication) []string {
 			action text,
 			region text,
 			version bigint,
+			pending boolean,
 			PRIMARY KEY ((content_id, bucket), user_id, incarnation)
-		) WITH comment = 'By-content entries of user_likes, bucket = xxhash64(user_id) mod the keyspace''s index_buckets (table layout), written after each applied change with write timestamp = row version (+1 for a delete).'`,
+		) WITH comment = 'By-content entries of user_likes, bucket = xxhash64(user_id) mod the keyspace''s index_buckets (table layout). Before each change an entry is written or marked pending (write timestamp 2 x version - 1), after it the entry is written (2 x version) or deleted (2 x (version + 1)); a pending entry is counted by its row.'`,
+		// Tables created before pending entries get the column (older
+		// entries read as not pending).
+		`ALTER TABLE ` + ks + `.` + indexTable + ` ADD IF NOT EXISTS pending boolean`,
 		// Facts fixed for the keyspace's life, written once (IF NOT
 		// EXISTS): index_buckets.
 		`CREATE TABLE IF NOT EXISTS ` + ks + `.layout (
 			name text PRIMARY KEY,
 			value int
-		) WITH comment = 'Layout of the keyspace, each fact written once by the first Open: index_buckets is the bucket count of ` + indexTable + `.'`,
+		) WITH comment = 'Layout of the keyspace, each fact written once: index_buckets is the bucket count of ` + indexTable + ` (first Open); index_complete = 1 records that every writer writes pending entries (first Open of a new keyspace, or RepairIndex).'`,
 		`CREATE TABLE IF NOT EXISTS ` + ks + `.content_stats (
 			content_id text,
 			scope text,
@@ -338,6 +373,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		session:    session,
 		cons:       cons,
 		serialCons: serial,
+		indexCons:  indexConsistency(cons, serial),
 		timeout:    cfg.Timeout,
 		q:          newStatements(cfg.Keyspace),
 		keyspace:   cfg.Keyspace,
@@ -361,7 +397,7 @@ func (s *Store) init(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("cannot prepare %q: %w", stmt, unavailable(err))
 		}
 	}
-	n, err := s.layout(ctx, layoutBuckets, cmp.Or(cfg.IndexBuckets, DefaultIndexBuckets))
+	n, created, err := s.layout(ctx, layoutBuckets, cmp.Or(cfg.IndexBuckets, DefaultIndexBuckets))
 	if err != nil {
 		return fmt.Errorf("cannot read the index layout: %w", err)
 	}
@@ -373,8 +409,55 @@ func (s *Store) init(ctx context.Context, cfg Config) error {
 			ErrInvalid, cfg.IndexBuckets, cfg.Keyspace, n)
 	}
 	s.buckets = n
+	if created {
+		// A keyspace this version made: every entry was written with
+		// its marks. (A racing Open of the same new keyspace writes the
+		// same.)
+		if _, _, err := s.layout(ctx, layoutComplete, 1); err != nil {
+			return fmt.Errorf("cannot record the index as complete: %w", err)
+		}
+	}
+	s.readComplete(ctx)
 	s.paxosV2 = s.readPaxosV2(ctx)
 	return nil
+}
+
+// indexConsistency returns the consistency of the pending entries and of
+// the counts' reads: a quorum of all data centres when reactions are
+// serial across them (the transactions need such a quorum anyway, so it
+// costs no availability), so that a count in one data centre sees the
+// entries a change in another wrote before it applied; else cons.
+func indexConsistency(cons, serial gocql.Consistency) gocql.Consistency {
+	if serial == gocql.Serial {
+		return gocql.Quorum
+	}
+	return cons
+}
+
+// layoutComplete names the fact that the keyspace's by-content index is
+// complete: every writer since it was recorded writes the pending entries
+// (see index.go). A keyspace created by this version has it from its first
+// Open; an older keyspace gets it from RepairIndex, run once every writer
+// runs this version.
+const layoutComplete = "index_complete"
+
+// readComplete reads layoutComplete into s.complete.
+func (s *Store) readComplete(ctx context.Context) {
+	s.completeChecked.Store(time.Now().UnixNano())
+	var v int
+	if err := s.session.Query(s.q.getLayout, layoutComplete).Consistency(s.cons).Idempotent(true).ScanContext(ctx, &v); err == nil && v == 1 {
+		s.complete.Store(true)
+	}
+}
+
+// IndexComplete reports whether the keyspace's by-content index is
+// complete (layoutComplete), so that a finished count is exact. While it
+// is not, the fact is read again at most once a minute.
+func (s *Store) IndexComplete(ctx context.Context) bool {
+	if !s.complete.Load() && time.Since(time.Unix(0, s.completeChecked.Load())) > time.Minute {
+		s.readComplete(ctx)
+	}
+	return s.complete.Load()
 }
 
 // readPaxosV2 reports whether the node answering runs Paxos v2: Cassandra
@@ -395,15 +478,15 @@ const layoutBuckets = "index_buckets"
 
 // layout returns the keyspace's value of name, writing want first if the
 // keyspace has none (the first Open of a keyspace decides; every later one
-// reads the same value).
-func (s *Store) layout(ctx context.Context, name string, want int) (int, error) {
-	var got int
-	err := s.session.Query(s.q.getLayout, name).Consistency(s.cons).Idempotent(true).ScanContext(ctx, &got)
+// reads the same value). created reports that the value was not there
+// before this call.
+func (s *Store) layout(ctx context.Context, name string, want int) (got int, created bool, err error) {
+	err = s.session.Query(s.q.getLayout, name).Consistency(s.cons).Idempotent(true).ScanContext(ctx, &got)
 	if err == nil {
-		return got, nil
+		return got, false, nil
 	}
 	if !errors.Is(err, gocql.ErrNotFound) {
-		return 0, unavailable(err)
+		return 0, false, unavailable(err)
 	}
 	for range schemaAttempts {
 		m := make(map[string]any, 2)
@@ -414,13 +497,13 @@ func (s *Store) layout(ctx context.Context, name string, want int) (int, error) 
 		}
 	}
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, false, unavailable(err)
 	}
 	// Whichever Open won, the row now exists.
 	if err := s.session.Query(s.q.getLayout, name).Consistency(s.cons).Idempotent(true).ScanContext(ctx, &got); err != nil {
-		return 0, unavailable(err)
+		return 0, false, unavailable(err)
 	}
-	return got, nil
+	return got, true, nil
 }
 
 // schemaAttempts bounds the attempts of one schema statement.

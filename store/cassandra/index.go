@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -208,6 +209,10 @@ func (c *recountCursor) done() bool {
 type indexEntry struct {
 	user, action, region string
 	incarnation          int64
+	// pending marks an entry written or marked before its row's change
+	// (preIndex, markIndex) and not yet written after it: its action and
+	// region may not be the row's (see "Pending entries" below).
+	pending bool
 }
 
 // bucketPage is what reading one page of a bucket found.
@@ -295,7 +300,7 @@ func (s *Store) readBucketPage(ctx context.Context, contentID string, b int, pos
 	if pos.state == posAfter {
 		q = s.query(s.q.indexAfter, contentID, b, pos.after, limit)
 	}
-	entries, err := s.scanEntries(ctx, q.PageSize(limit))
+	entries, err := s.scanEntries(ctx, q.Consistency(s.indexCons).PageSize(limit))
 	if err != nil {
 		return bucketPage{}, err
 	}
@@ -308,7 +313,7 @@ func (s *Store) readBucketPage(ctx context.Context, contentID string, b int, pos
 		}
 		if keep > 0 {
 			entries = entries[:keep]
-		} else if entries, err = s.scanEntries(ctx, s.query(s.q.indexUser, contentID, b, last).PageSize(indexPage)); err != nil {
+		} else if entries, err = s.scanEntries(ctx, s.query(s.q.indexUser, contentID, b, last).Consistency(s.indexCons).PageSize(indexPage)); err != nil {
 			// One user filled the page: the next query reads all of
 			// that user's entries.
 			return bucketPage{}, err
@@ -327,7 +332,7 @@ func (s *Store) scanEntries(ctx context.Context, q *gocql.Query) ([]indexEntry, 
 		out []indexEntry
 		e   indexEntry
 	)
-	for iter.Scan(&e.user, &e.incarnation, &e.action, &e.region) {
+	for iter.Scan(&e.user, &e.incarnation, &e.action, &e.region, &e.pending) {
 		out = append(out, e)
 	}
 	warnings := iter.Warnings()
@@ -345,21 +350,30 @@ func (s *Store) scanEntries(ctx context.Context, q *gocql.Query) ([]indexEntry, 
 	return out, nil
 }
 
+// Pending entries. Every change of a user_likes row is preceded by a
+// write to its by-content entry, and refused if that write fails: an
+// insert writes the new incarnation's entry marked pending (preIndex), an
+// update or an undo marks the entry of the row's incarnation pending
+// (markIndex). Once the change applied, the entry is written (putIndex:
+// pending false, the row's action and region) or deleted (delIndex). The
+// write timestamps (pendingStamp, entryStamp, deleteStamp, by the row
+// version each follows) order them whatever order they arrive in. So
+// whatever fails after the transaction (the follow-up write, the process),
+// every row's incarnation has an entry, and an entry that may not hold its
+// row's action and region is pending: the index is complete, and a count
+// that reads the row of each pending entry is exact (as of its reads).
+
 // tallyEntries counts entries, which hold whole groups of users' entries
-// in clustering order. A user with entries of more than one incarnation
-// (left by a crash between an undo and its entry's removal) is counted
-// once, by the incarnation that user_likes holds, if any: the one case in
-// which the count reads a user_likes row.
+// in clustering order. A user with one entry, not pending, is counted by
+// it. Otherwise (a pending entry, or entries of more than one incarnation
+// left by a change whose follow-up failed) the user's row is read and
+// counted if one of the entries is of its incarnation; an entry of that
+// incarnation that does not hold the row's action and region is written
+// again from the row (counted in Counters.IndexRepaired). Entries of other
+// incarnations count nothing and are left: deleting one safely needs a
+// serial read, which the count does not pay for.
 func (s *Store) tallyEntries(ctx context.Context, contentID string, entries []indexEntry) ([]engagement.RegionTally, error) {
 	var out []engagement.RegionTally
-	add := func(e *indexEntry) error {
-		a, ok := engagement.ParseAction(e.action)
-		if !ok || a == engagement.ActionNone {
-			return fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, e.action)
-		}
-		out = store.AddTally(out, e.region, a)
-		return nil
-	}
 	for i := 0; i < len(entries); {
 		j := i + 1
 		for j < len(entries) && entries[j].user == entries[i].user {
@@ -367,25 +381,34 @@ func (s *Store) tallyEntries(ctx context.Context, contentID string, entries []in
 		}
 		group := entries[i:j]
 		i = j
-		if len(group) == 1 {
-			if err := add(&group[0]); err != nil {
-				return nil, err
+		if len(group) == 1 && !group[0].pending {
+			e := &group[0]
+			a, ok := engagement.ParseAction(e.action)
+			if !ok || a == engagement.ActionNone {
+				return nil, fmt.Errorf("%w: by-content entry of %q has action %q", ErrCorrupt, contentID, e.action)
 			}
+			out = store.AddTally(out, e.region, a)
 			continue
 		}
-		cur, found, err := s.readReaction(ctx, s.cons, group[0].user, contentID)
+		// At serial consistency: a row one data centre has not yet seen
+		// change would be counted as it was (see VerifyReactions).
+		cur, found, err := s.readReaction(ctx, s.serialCons, group[0].user, contentID)
 		if err != nil {
 			return nil, err
 		}
 		if !found || cur.Action == engagement.ActionNone {
 			continue
 		}
-		for k := range group {
-			if group[k].incarnation == int64(cur.Incarnation) {
-				if err := add(&group[k]); err != nil {
-					return nil, err
-				}
-				break
+		k := slices.IndexFunc(group, func(e indexEntry) bool { return e.incarnation == int64(cur.Incarnation) })
+		if k < 0 {
+			continue
+		}
+		out = store.AddTally(out, cur.Region, cur.Action)
+		if e := &group[k]; e.pending || e.action != cur.Action.String() || e.region != cur.Region {
+			// The row as read may be behind a change still in flight;
+			// its entry's timestamp is then below that change's mark.
+			if err := s.putIndex(ctx, &cur); err == nil {
+				s.counters.IndexRepaired.Add(1)
 			}
 		}
 	}

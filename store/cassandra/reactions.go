@@ -127,13 +127,13 @@ func toBigints(v []uint64) []int64 {
 	return out
 }
 
-// writeToken returns the token that names a write of r: r.Token, or a
-// random one when the caller left it zero.
+// writeToken returns the token that names a write of r: r.Token, or a new
+// one when the caller left it zero.
 func writeToken(r *engagement.Reaction) uint64 {
 	if r.Token != 0 {
 		return r.Token
 	}
-	return markerToken(0)
+	return engagement.NewToken(time.Now())
 }
 
 // GetReactions returns the rows of userID for contentIDs that exist, keyed by
@@ -193,6 +193,9 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 		return false, err
 	}
 	token := writeToken(&r)
+	if err := s.preIndex(ctx, &r); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
 	decide := func(over *engagement.Reaction) func(engagement.Reaction, bool) outcome {
 		return func(cur engagement.Reaction, found bool) outcome { return decideInsert(r, token, over, cur, found) }
 	}
@@ -235,7 +238,7 @@ func (s *Store) InsertReaction(ctx context.Context, r engagement.Reaction) (bool
 		}
 		res, err = s.lwt(ctx, r.UserID, r.ContentID, decide(&marker),
 			s.q.reviveReaction, r.Action.String(), r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
-			toBigints(engagement.NextWriters(marker.Writers, token)),
+			toBigints(engagement.NextWriters(marker.Writers, token, time.Now())),
 			r.UserID, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation))
 	}
 	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &r) })
@@ -254,10 +257,13 @@ func (s *Store) UpdateReaction(ctx context.Context, prev, next engagement.Reacti
 		return false, fmt.Errorf("cannot %s: %w", op, err)
 	}
 	token := writeToken(&next)
+	if err := s.markIndex(ctx, &prev, next.Version); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
 	res, err := s.lwt(ctx, next.UserID, next.ContentID, func(cur engagement.Reaction, found bool) outcome {
 		return decideUpdate(prev, next, token, cur, found)
 	}, s.q.updateReaction, next.Action.String(), next.Region, next.Version, micros(next.UpdatedAt),
-		toBigints(engagement.NextWriters(prev.Writers, token)),
+		toBigints(engagement.NextWriters(prev.Writers, token, time.Now())),
 		next.UserID, next.ContentID, prev.Version, int64(prev.Incarnation))
 	return indexApplied(op, res, err, func() error { return s.putIndex(ctx, &next) })
 }
@@ -272,10 +278,13 @@ func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (b
 		return false, err
 	}
 	marker, token := markerToken(prev.Incarnation), writeToken(&prev)
+	if err := s.markIndex(ctx, &prev, prev.Version+1); err != nil {
+		return false, fmt.Errorf("cannot %s: %w", op, err)
+	}
 	res, err := s.lwt(ctx, prev.UserID, prev.ContentID, func(cur engagement.Reaction, found bool) outcome {
 		return decideDelete(prev, marker, token, cur, found)
 	}, s.q.delReact, markerAction, prev.Version+1, int64(marker), micros(time.Now()),
-		toBigints(engagement.NextWriters(prev.Writers, token)),
+		toBigints(engagement.NextWriters(prev.Writers, token, time.Now())),
 		prev.UserID, prev.ContentID, prev.Version, int64(prev.Incarnation))
 	return indexApplied(op, res, err, func() error {
 		s.counters.Deletes.Add(1)
@@ -374,10 +383,11 @@ func decideDelete(prev engagement.Reaction, marker, token uint64, cur engagement
 
 // unknownUnless decides a write named token whose row moved on: the row's
 // writers (which a write extends and nothing but later writes shortens)
-// lack the token, so it did not apply, unless MaxWriters later writes may
-// have pushed it out.
+// lack the token, so it did not apply, unless a later write may have
+// dropped it (engagement.NotWrittenBy: only once it is older than
+// engagement.WriterHistory).
 func unknownUnless(cur engagement.Reaction, found bool, token uint64) outcome {
-	if found && len(cur.Writers) < engagement.MaxWriters && !cur.WrittenBy(token) {
+	if found && cur.NotWrittenBy(token, time.Now()) {
 		return outcomeNotApplied
 	}
 	return outcomeUnknown
@@ -437,7 +447,33 @@ func (s *Store) lwt(ctx context.Context, userID, contentID string, decide func(c
 		// request timeout is above the server's LWT timeouts.
 		time.Sleep(time.Until(sent.Add(s.timeout)))
 	}
-	return s.settle(ctx, userID, contentID, err, decide)
+	res, serr := s.settle(ctx, userID, contentID, err, decide)
+	if serr != nil && contended(serr) {
+		s.counters.Contended.Add(1)
+		serr = fmt.Errorf("%w: %w", store.ErrContention, serr)
+	}
+	return res, serr
+}
+
+// contended reports whether err holds a Paxos contention timeout: a
+// compare-and-set that timed out at its CAS phase (Cassandra retries a
+// contended round until cas_contention_timeout) or a serial read that
+// timed out, both outcomes of writers racing on one row.
+func contended(err error) bool {
+	var (
+		wt *gocql.RequestErrWriteTimeout
+		wu *gocql.RequestErrCASWriteUnknown
+		rt *gocql.RequestErrReadTimeout
+	)
+	switch {
+	case errors.As(err, &wt):
+		return wt.WriteType == "CAS"
+	case errors.As(err, &wu):
+		return true
+	case errors.As(err, &rt):
+		return rt.Consistency == gocql.Serial || rt.Consistency == gocql.LocalSerial
+	}
+	return false
 }
 
 // casRow reads the action, version and incarnation that a transaction
@@ -618,14 +654,56 @@ func (s *Store) followUp(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(context.WithoutCancel(ctx), 2*s.timeout)
 }
 
-// putIndex writes the by-content entry of row r, with write timestamp
-// r.Version: a later version of the same incarnation always wins, in
-// whatever order the writes arrive.
+// preIndex writes the by-content entry of r, a new incarnation, marked
+// pending, before the transaction that inserts it, with write timestamp
+// 2·r.Version − 1: below the entry putIndex writes once the row exists.
+// A failure refuses the insert (nothing was sent): a row without an entry
+// would be missed by every count.
+func (s *Store) preIndex(ctx context.Context, r *engagement.Reaction) error {
+	err := s.query(s.q.preIndex, r.ContentID, bucketOf(r.UserID, s.buckets), r.UserID, int64(r.Incarnation),
+		r.Action.String(), r.Region, r.Version, pendingStamp(r.Version)).
+		Consistency(s.indexCons).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: cannot write the pending by-content entry: %w", store.ErrRefused, unavailable(err))
+	}
+	return nil
+}
+
+// markIndex marks the by-content entry of prev's incarnation pending
+// before a transaction that moves prev to version next, with write
+// timestamp 2·next − 1: above every write of the versions before, below
+// the entry (or the deletion) written once the change applied. An entry
+// a failure left behind (an older version's, or none) is thus never taken
+// for the row's. A failure refuses the change (nothing was sent).
+func (s *Store) markIndex(ctx context.Context, prev *engagement.Reaction, next int64) error {
+	err := s.query(s.q.markIndex, pendingStamp(next), prev.ContentID, bucketOf(prev.UserID, s.buckets), prev.UserID, int64(prev.Incarnation)).
+		Consistency(s.indexCons).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: cannot mark the by-content entry pending: %w", store.ErrRefused, unavailable(err))
+	}
+	return nil
+}
+
+// Write timestamps of the by-content entries of one incarnation, by the
+// row version they follow (see index.go, "pending entries"): a version's
+// pending mark is above everything written for earlier versions and
+// below its own entry, and a deletion is above all of them.
+func pendingStamp(version int64) int64 { return 2*version - 1 }
+func entryStamp(version int64) int64   { return 2 * version }
+func deleteStamp(version int64) int64  { return 2 * (version + 1) }
+
+// putIndex writes the by-content entry of row r, not pending, with write
+// timestamp entryStamp(r.Version): a later version of the same incarnation
+// always wins, in whatever order the writes arrive.
 func (s *Store) putIndex(ctx context.Context, r *engagement.Reaction) error {
+	if s.failFollowUp.Load() {
+		s.counters.IndexBehind.Add(1)
+		return fmt.Errorf("%w: %w: the follow-up write failed (a test's fault)", store.ErrUnavailable, ErrIndexBehind)
+	}
 	ctx, cancel := s.followUp(ctx)
 	defer cancel()
 	err := s.query(s.q.putIndex, r.ContentID, bucketOf(r.UserID, s.buckets), r.UserID, int64(r.Incarnation),
-		r.Action.String(), r.Region, r.Version, r.Version).
+		r.Action.String(), r.Region, r.Version, entryStamp(r.Version)).
 		Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		s.counters.IndexBehind.Add(1)
@@ -635,11 +713,16 @@ func (s *Store) putIndex(ctx context.Context, r *engagement.Reaction) error {
 }
 
 // delIndex deletes the by-content entry of prev's incarnation, with write
-// timestamp prev.Version+1: above every entry that incarnation ever wrote.
+// timestamp deleteStamp(prev.Version): above every entry and mark that
+// incarnation ever wrote.
 func (s *Store) delIndex(ctx context.Context, prev *engagement.Reaction) error {
+	if s.failFollowUp.Load() {
+		s.counters.IndexBehind.Add(1)
+		return fmt.Errorf("%w: %w: the follow-up write failed (a test's fault)", store.ErrUnavailable, ErrIndexBehind)
+	}
 	ctx, cancel := s.followUp(ctx)
 	defer cancel()
-	err := s.query(s.q.delIndex, prev.Version+1, prev.ContentID, bucketOf(prev.UserID, s.buckets), prev.UserID, int64(prev.Incarnation)).
+	err := s.query(s.q.delIndex, deleteStamp(prev.Version), prev.ContentID, bucketOf(prev.UserID, s.buckets), prev.UserID, int64(prev.Incarnation)).
 		Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		s.counters.IndexBehind.Add(1)

@@ -150,10 +150,13 @@ func decodeCursor(c string) (scanPos, bool) {
 // a bucket that cannot be read (ErrBucketUnreadable, wrapped with
 // store.ErrUnavailable) is never counted as empty.
 //
-// complete is always false: the by-content entry of a change whose
-// follow-up write failed (ErrIndexBehind) is missing or stale until the
-// change's row is written again, so a cell of the count may be off by the
-// index writes lost; see docs/recount.md for how the job handles it.
+// complete reports that a finished count is exact: the keyspace's index
+// is complete (IndexComplete: every change wrote its pending entry before
+// it applied, so no row lacks an entry, and a pending entry is counted by
+// its row; see index.go). On an older keyspace not yet repaired
+// (RepairIndex) the entry of a change whose follow-up write failed
+// (ErrIndexBehind) may be missing or stale, and complete is false; see
+// docs/recount.md for how the job handles each.
 //
 // A cursor of another item or keyspace layout, or a budget below 1, gives
 // ErrInvalid.
@@ -179,7 +182,7 @@ func (s *Store) RecountReactions(ctx context.Context, contentID, cursor string, 
 	if err != nil {
 		return c.tallies, next, false, fmt.Errorf("cannot %s: %w", op, err)
 	}
-	return c.tallies, next, false, nil
+	return c.tallies, next, next == "" && s.IndexComplete(ctx), nil
 }
 
 // VerifyReactions counts the reactions on contentID by region by the

@@ -12,8 +12,19 @@ import (
 	"github.com/edgecount/edgecount/rollup"
 )
 
+// legacyIndex makes s's keyspace one whose index is not known complete:
+// as a keyspace made before pending entries is until RepairIndex ran.
+func legacyIndex(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.session.Query(`DELETE FROM `+s.keyspace+`.layout WHERE name = ?`, layoutComplete).ExecContext(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.complete.Store(false)
+}
+
 // lagIndex builds an item whose by-content entries lag user_likes in every
-// way a failed follow-up write leaves them (ErrIndexBehind), and returns
+// way a failed follow-up write left them before pending entries
+// (ErrIndexBehind, on a keyspace made by an older version), and returns
 // its id. Truth (user_likes): stale-undo none, stale-update dislike/us,
 // missing like/eu, fine like/us. Entries: a leftover like/us for
 // stale-undo, a like/us for stale-update, none for missing, like/us for
@@ -21,6 +32,7 @@ import (
 func lagIndex(t *testing.T, s *Store) string {
 	t.Helper()
 	ctx := t.Context()
+	legacyIndex(t, s)
 	content := fmt.Sprintf("lag-%016x", rand.Uint64())
 	mk := func(user string, a engagement.Action, region string) engagement.Reaction {
 		return engagement.Reaction{UserID: user, ContentID: content, Action: a, Region: region, Version: 1,
@@ -54,11 +66,13 @@ func lagIndex(t *testing.T, s *Store) string {
 	if err != nil || !applied {
 		t.Fatalf("update without its entry = %v, %v", applied, err)
 	}
-	// An insert whose entry write failed: no entry at all.
+	// An insert whose entry write failed: no entry at all (the
+	// transaction alone, as an older version's insert left it).
 	missing := mk("missing", engagement.ActionLike, "eu")
-	insert(missing)
-	if err := s.delIndex(ctx, &missing); err != nil {
-		t.Fatal(err)
+	applied, err = s.session.Query(s.q.insertReaction, missing.UserID, content, "like", "eu", int64(1), int64(missing.Incarnation),
+		micros(missing.UpdatedAt), []int64{1}).SerialConsistency(s.serialCons).MapScanCASContext(ctx, map[string]any{})
+	if err != nil || !applied {
+		t.Fatalf("insert without its entry = %v, %v", applied, err)
 	}
 	insert(mk("fine", engagement.ActionLike, "us"))
 	return content

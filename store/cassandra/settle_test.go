@@ -28,6 +28,7 @@ type cutDialer struct {
 	d      net.Dialer
 	mu     sync.Mutex
 	marker []byte
+	skip   int // writes containing marker to let through first
 }
 
 func (c *cutDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -38,11 +39,11 @@ func (c *cutDialer) DialContext(ctx context.Context, network, addr string) (net.
 	return &cutConn{Conn: conn, d: c}, nil
 }
 
-// arm makes the next write containing marker the last answered one of its
-// connection.
-func (c *cutDialer) arm(marker string) {
+// arm makes the write containing marker after the next skip such writes
+// the last answered one of its connection.
+func (c *cutDialer) arm(marker string, skip int) {
 	c.mu.Lock()
-	c.marker = []byte(marker)
+	c.marker, c.skip = []byte(marker), skip
 	c.mu.Unlock()
 }
 
@@ -57,6 +58,10 @@ func (c *cutDialer) take(p []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.marker != nil && bytes.Contains(p, c.marker) {
+		if c.skip > 0 {
+			c.skip--
+			return false
+		}
 		c.marker = nil
 		return true
 	}
@@ -135,7 +140,7 @@ func TestSettleLostAnswer(t *testing.T) {
 			name: "insert applied",
 			user: "u-insert",
 			call: func(u string) (bool, error) {
-				d.arm(u)
+				d.arm(u, 1) // the first write naming u is the change's pending entry
 				return s.InsertReaction(ctx, newRow(u))
 			},
 			wantApplied: true,
@@ -149,7 +154,7 @@ func TestSettleLostAnswer(t *testing.T) {
 				mustInsert(newRow(u))
 				other := newRow(u)
 				other.Incarnation++
-				d.arm(u)
+				d.arm(u, 1) // the first write naming u is the change's pending entry
 				return s.InsertReaction(ctx, other)
 			},
 			wantRow:   func(u string) *engagement.Reaction { r := newRow(u); return &r },
@@ -160,7 +165,7 @@ func TestSettleLostAnswer(t *testing.T) {
 			user: "u-update",
 			call: func(u string) (bool, error) {
 				mustInsert(newRow(u))
-				d.arm(u)
+				d.arm(u, 1) // the first write naming u is the change's pending entry
 				return s.UpdateReaction(ctx, newRow(u), bump(newRow(u)))
 			},
 			wantApplied: true,
@@ -174,7 +179,7 @@ func TestSettleLostAnswer(t *testing.T) {
 				mustInsert(newRow(u))
 				stale := newRow(u)
 				stale.Version = 7
-				d.arm(u)
+				d.arm(u, 1) // the first write naming u is the change's pending entry
 				return s.UpdateReaction(ctx, stale, bump(stale))
 			},
 			wantRow:   func(u string) *engagement.Reaction { r := newRow(u); return &r },
@@ -186,7 +191,7 @@ func TestSettleLostAnswer(t *testing.T) {
 			user: "u-delete",
 			call: func(u string) (bool, error) {
 				mustInsert(newRow(u))
-				d.arm(u)
+				d.arm(u, 1) // the first write naming u is the change's pending entry
 				return s.DeleteReaction(ctx, newRow(u))
 			},
 			wantApplied: true,
@@ -204,7 +209,7 @@ func TestSettleLostAnswer(t *testing.T) {
 				}
 				again := newRow(u)
 				again.Incarnation++
-				d.arm(markerAction)
+				d.arm(markerAction, 0)
 				return s.InsertReaction(ctx, again)
 			},
 			wantApplied: true,
@@ -222,7 +227,7 @@ func TestSettleLostAnswer(t *testing.T) {
 				mustInsert(newRow(u))
 				stale := newRow(u)
 				stale.Version = 7
-				d.arm(u)
+				d.arm(u, 1) // the first write naming u is the change's pending entry
 				return s.DeleteReaction(ctx, stale)
 			},
 			wantRow:   func(u string) *engagement.Reaction { r := newRow(u); return &r },
@@ -330,7 +335,7 @@ func TestFenceStopsQueuedCopy(t *testing.T) {
 				r := row(u, 22)
 				return func(c engagement.Reaction, f bool) outcome { return decideInsert(r, 2222, &marker, c, f) },
 					s.q.reviveReaction, []any{"like", r.Region, r.Version, int64(r.Incarnation), micros(r.UpdatedAt),
-						toBigints(engagement.NextWriters(marker.Writers, 2222)), u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
+						toBigints(engagement.NextWriters(marker.Writers, 2222, time.Now())), u, r.ContentID, markerAction, marker.Version, int64(marker.Incarnation)}
 			},
 			then: func(u string) { mustApply(s.InsertReaction(ctx, row(u, 23))) },
 			want: func(u string) *engagement.Reaction { r := row(u, 23); return &r },
@@ -440,15 +445,28 @@ func TestDecide(t *testing.T) {
 	// The marker of a later undo (another token).
 	laterMarker := marker
 	laterMarker.Version, laterMarker.Incarnation = 8, token+5
-	// The decided write's token; mine adds it to a row's writers, full
-	// fills them with others' tokens.
-	const tk = 99
+	// The decided write's token, made now; mine adds it to a row's
+	// writers, full fills them with others' tokens (a history that may
+	// have dropped it), and old is a token made before the writer history
+	// (engagement.WriterHistory) of which a later write may have dropped.
+	tk := engagement.NewToken(time.Now())
+	old := engagement.NewToken(time.Now().Add(-engagement.WriterHistory))
 	mine := func(r engagement.Reaction) engagement.Reaction {
 		r.Writers = []uint64{5, tk, 6}
 		return r
 	}
+	others := func(r engagement.Reaction, n int) engagement.Reaction {
+		r.Writers = make([]uint64, n)
+		for i := range r.Writers {
+			r.Writers[i] = engagement.NewToken(time.Now())
+		}
+		return r
+	}
 	full := func(r engagement.Reaction) engagement.Reaction {
-		r.Writers = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+		r.Writers = make([]uint64, engagement.MaxWritersKept)
+		for i := range r.Writers {
+			r.Writers[i] = engagement.NewToken(time.Now())
+		}
 		return r
 	}
 
@@ -461,7 +479,8 @@ func TestDecide(t *testing.T) {
 		{"insert: own row, changed since", decideInsert(fresh, tk, nil, later, true), outcomeApplied},
 		{"insert: another incarnation", decideInsert(fresh, tk, nil, reborn, true), outcomeNotApplied},
 		// A full list without the token: the insert may have applied and
-		// been undone, then the key re-created and changed MaxWriters times.
+		// been undone, then the key re-created and changed MaxWritersKept
+		// times.
 		{"insert: another incarnation, writers full", decideInsert(fresh, tk, nil, full(reborn), true), outcomeUnknown},
 		{"insert: no row", decideInsert(fresh, tk, nil, engagement.Reaction{}, false), outcomeOpen},
 		{"update: still prev", decideUpdate(base, next, tk, base, true), outcomeOpen},
@@ -471,6 +490,8 @@ func TestDecide(t *testing.T) {
 		{"update: past next", decideUpdate(base, next, tk, later, true), outcomeNotApplied},
 		{"update: past next, its token kept", decideUpdate(base, next, tk, mine(later), true), outcomeApplied},
 		{"update: past next, writers full", decideUpdate(base, next, tk, full(later), true), outcomeUnknown},
+		{"update: past next, many writes since", decideUpdate(base, next, tk, others(later, 3*engagement.MaxWriters), true), outcomeNotApplied},
+		{"update: past next, token older than the history", decideUpdate(base, next, old, later, true), outcomeUnknown},
 		{"update: deleted", decideUpdate(base, next, tk, engagement.Reaction{}, false), outcomeUnknown},
 		{"update: re-created", decideUpdate(base, next, tk, reborn, true), outcomeNotApplied},
 		{"update: re-created after it", decideUpdate(base, next, tk, mine(reborn), true), outcomeApplied},

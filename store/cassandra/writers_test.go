@@ -52,8 +52,10 @@ func TestWritersColumnAddedToOldTable(t *testing.T) {
 func TestSettleFindsTokenAfterUndo(t *testing.T) {
 	_, s := testKeyspace(t)
 	ctx := t.Context()
+	// Tokens made now: a settle tells "not applied" only of a token young
+	// enough that no write can have dropped it (engagement.NotWrittenBy).
 	r := engagement.Reaction{UserID: "u", ContentID: "c", Action: engagement.ActionLike, Region: "eu", Version: 1,
-		Incarnation: 3, UpdatedAt: time.Now(), Token: 1001}
+		Incarnation: 3, UpdatedAt: time.Now(), Token: engagement.NewToken(time.Now())}
 	if ok, err := s.InsertReaction(ctx, r); err != nil || !ok {
 		t.Fatalf("InsertReaction = %v, %v", ok, err)
 	}
@@ -61,7 +63,7 @@ func TestSettleFindsTokenAfterUndo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur.Token = 2002 // another writer's undo
+	cur.Token = engagement.NewToken(time.Now()) // another writer's undo
 	if ok, err := s.DeleteReaction(ctx, cur); err != nil || !ok {
 		t.Fatalf("DeleteReaction = %v, %v", ok, err)
 	}
@@ -74,7 +76,7 @@ func TestSettleFindsTokenAfterUndo(t *testing.T) {
 		t.Fatalf("settle of the undone insert = %+v, %v; want applied", res, err)
 	}
 	res, err = s.settle(lctx, "u", "c", context.DeadlineExceeded, func(c engagement.Reaction, f bool) outcome {
-		return decideDelete(cur, 1, 3003, c, f) // an undo of the same row by a third writer
+		return decideDelete(cur, 1, engagement.NewToken(time.Now()), c, f) // an undo of the same row by a third writer
 	})
 	if err != nil || res.applied || !res.settled {
 		t.Fatalf("settle of a competing undo = %+v, %v; want settled, not applied", res, err)

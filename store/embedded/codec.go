@@ -117,11 +117,11 @@ func appendTokens(dst []byte, tokens []uint64) []byte {
 	return dst
 }
 
-// tokens reads what appendTokens wrote: at most engagement.MaxWriters.
+// tokens reads what appendTokens wrote: at most engagement.MaxWritersKept.
 func (d *decoder) tokens() []uint64 {
 	n := d.count(8)
-	if n > engagement.MaxWriters {
-		d.fail(fmt.Errorf("%d writer tokens, above %d", n, engagement.MaxWriters))
+	if n > engagement.MaxWritersKept {
+		d.fail(fmt.Errorf("%d writer tokens, above %d", n, engagement.MaxWritersKept))
 		return nil
 	}
 	if n == 0 {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -122,8 +122,8 @@ func (s *Store) DeleteReaction(ctx context.Context, prev engagement.Reaction) (b
 func (s *Store) changeRow(op string, r *engagement.Reaction, cond func(cur []byte) (bool, error), del bool) (bool, error) {
 	k, ik := key(r.UserID, r.ContentID), key(r.ContentID, r.UserID)
 	token := r.Token
-	for token == 0 {
-		token = rand.Uint64()
+	if token == 0 {
+		token = engagement.NewToken(time.Now())
 	}
 	var iv []byte
 	if !del {
@@ -147,7 +147,7 @@ func (s *Store) changeRow(op string, r *engagement.Reaction, cond func(cur []byt
 		if err != nil {
 			return err
 		}
-		writers := engagement.NextWriters(row.Writers, token)
+		writers := engagement.NextWriters(row.Writers, token, time.Now())
 		switch {
 		case del:
 			if err = b.Delete(k); err == nil {
