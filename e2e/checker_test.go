@@ -165,9 +165,13 @@ type load struct {
 
 	mu        sync.Mutex
 	attempted map[string]int64
-	ackedN    map[string]int64
-	pairs     map[pair]*pairState
-	stats     loadStats
+	// sent counts each item's increments before their batch is sent
+	// (attempted only after its answer), for reads during the run: no
+	// count may exceed it.
+	sent   map[string]int64
+	ackedN map[string]int64
+	pairs  map[pair]*pairState
+	stats  loadStats
 
 	stopOnce sync.Once
 	stopCh   chan struct{}
@@ -182,6 +186,7 @@ func newLoad(cfg loadConfig, urls []string) *load {
 		urls:      urls,
 		downUntil: make([]atomic.Int64, len(urls)),
 		attempted: map[string]int64{},
+		sent:      map[string]int64{},
 		ackedN:    map[string]int64{},
 		pairs:     map[pair]*pairState{},
 		stopCh:    make(chan struct{}),
@@ -292,6 +297,11 @@ func (l *load) sendBatch() {
 		ids[j] = l.items[(off+j)%len(l.items)]
 		incs[j] = client.Increment{ContentID: ids[j], Counter: "view", Delta: 1}
 	}
+	l.mu.Lock()
+	for _, id := range ids {
+		l.sent[id]++
+	}
+	l.mu.Unlock()
 	o, redirected := refused, false
 	for try := range l.urls {
 		redirected = try > 0

@@ -45,7 +45,7 @@ import (
 var knownLossRows = map[string]string{}
 
 // ciRows are the rows of the default (CI) subset.
-var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill", "region-cut", "hub-kill"}
+var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill", "region-cut", "hub-kill", "nemesis"}
 
 // faultRow is one row of the suite.
 type faultRow struct {
@@ -67,6 +67,9 @@ var faultRows = []faultRow{
 	{"region-cut", runRegionCut},
 	{"hub-kill", runHubKill},
 	{"cassandra-dc-stop", runDCStop},
+	// Every fault above and more, at random and overlapping, from a seed
+	// (nemesis_test.go).
+	{"nemesis", runNemesis},
 }
 
 // rowRun is the frame of one row: the row's function starts the system

@@ -623,6 +623,9 @@ type regionOptions struct {
 	agents  int          // per region (default 1)
 	rollups int          // default 2
 	cluster *cassCluster // default sharedCluster
+	redis   string       // Redis address (default the shared one, EDGECOUNT_REDIS)
+	// ackWait is the rollups' nats.ack_wait (default the config's, 30 s).
+	ackWait time.Duration
 }
 
 // regionSystem is a row's system on the regional topology: brokers of
@@ -654,8 +657,11 @@ func newRegionSystem(t *testing.T, o regionOptions) *regionSystem {
 	if o.rollups == 0 {
 		o.rollups = 2
 	}
-	redisAddr := testenv.Addr("EDGECOUNT_REDIS", "127.0.0.1:6379")
-	testenv.NeedService(t, "Redis", redisAddr, "./scripts/redis.sh start")
+	redisAddr := o.redis
+	if redisAddr == "" {
+		redisAddr = testenv.Addr("EDGECOUNT_REDIS", "127.0.0.1:6379")
+		testenv.NeedService(t, "Redis", redisAddr, "./scripts/redis.sh start")
+	}
 	if o.cluster == nil {
 		o.cluster = sharedCluster(t)
 	}
@@ -700,7 +706,11 @@ cassandra:
 		write(r, fmt.Sprintf("  url: %s\n  domain: %s\n", s.b.regionURL(r), r), topologyDC[r])
 		fmt.Fprintf(&sources, "      - {region: %s, domain: %s}\n", r, r)
 	}
-	write("", fmt.Sprintf("  url: %s\n  hub:\n    replicas: 3\n    sources:\n%s", s.b.hubURL(), sources.String()), rollupDC)
+	ackWait := ""
+	if o.ackWait > 0 {
+		ackWait = fmt.Sprintf("  ack_wait: %s\n", o.ackWait)
+	}
+	write("", fmt.Sprintf("  url: %s\n%s  hub:\n    replicas: 3\n    sources:\n%s", s.b.hubURL(), ackWait, sources.String()), rollupDC)
 	for i := range o.rollups {
 		s.rollups = append(s.rollups, nil)
 		s.startRollup(i)

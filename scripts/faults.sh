@@ -8,6 +8,12 @@
 #   scripts/faults.sh ROW...      the rows named, e.g. agent-kill nats-stop
 #   EDGECOUNT_FAULTS=ci scripts/faults.sh
 #                                 the CI subset that go test ./e2e/ runs by default
+#   scripts/faults.sh nemesis [--seed N] [--duration D]
+#                                 the randomized nemesis alone: overlapping faults
+#                                 picked from seed N (random when not given; the
+#                                 run prints it, and the same seed replays the
+#                                 same schedule) for D (default 5m) on the
+#                                 three-region topology
 #
 # Loopback only. The services are the project's scripts (scripts/nats.sh,
 # redis.sh, cassandra.sh, cassandra-cluster.sh): one already running is
@@ -74,6 +80,17 @@ bring_up() {
 	started+=("$1")
 }
 
+if [[ ${1:-} == nemesis ]]; then
+	shift
+	while (($# > 0)); do
+		case $1 in
+		--seed) export EDGECOUNT_NEMESIS_SEED=${2:?--seed needs a number}; shift 2 ;;
+		--duration) export EDGECOUNT_NEMESIS_DURATION=${2:?--duration needs a duration, e.g. 5m}; shift 2 ;;
+		*) echo "faults.sh nemesis: unknown argument $1 (want --seed N, --duration D)" >&2; exit 2 ;;
+		esac
+	done
+	set -- nemesis
+fi
 if (($# > 0)); then
 	rows=$(IFS=,; echo "$*")
 	export EDGECOUNT_FAULTS=$rows

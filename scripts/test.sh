@@ -184,11 +184,12 @@ cluster_tests='^TestCluster'
 dc_down_test='^TestClusterDCDown$'
 
 # e2e's tests in three lanes: the ones that freeze the single node, the
-# regional ones on the cluster (the fault rows region-cut and hub-kill, and
-# TestThreeRegions), and the rest. A fault row or test added later runs in
+# regional ones on the cluster (the fault rows region-cut, hub-kill and
+# nemesis, and TestThreeRegions; the nemesis freezes the cluster's nodes,
+# so the lane runs after the cluster's other users), and the rest. A fault row or test added later runs in
 # the rest unless named here.
 e2e_pause='^(TestCassandraPauseGives503ThenConverges|TestTogglesAcrossCassandraPause)$|^TestFault$/^cassandra-pause$'
-e2e_regional='^TestThreeRegions$|^TestFault$/^(region-cut|hub-kill)$'
+e2e_regional='^TestThreeRegions$|^TestFault$/^(region-cut|hub-kill|nemesis)$'
 
 # tools_module: the tools/ module (its own go.mod), when there is one.
 tools_module() {
@@ -398,7 +399,7 @@ lane build                    modules                     nats                  
 lane vet                      modules                     vet-long                  vet_all
 
 lane e2e                      packages,nats,cassandra     vet-long                  go_test -skip "$e2e_pause|$e2e_regional" ./e2e/
-lane e2e-regional             packages,cassandra-cluster  vet-long,build,e2e,cassandra-dc-down \
+lane e2e-regional             packages,cassandra-cluster  vet-long,build,e2e,cassandra-dc-down,cassandra-cluster-users \
 	go_test -run "$e2e_regional" ./e2e/
 lane e2e-cassandra-pause      packages,nats,cassandra     e2e-regional,cassandra-node-users,edge-agent \
 	go_test -run "$e2e_pause" ./e2e/
