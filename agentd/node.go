@@ -19,6 +19,7 @@ import (
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/directory"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
+	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/httpapi"
 	"github.com/edgecount/edgecount/httpserver"
@@ -170,6 +171,13 @@ func (n *Node) openStore(ctx context.Context) error {
 		return err
 	}
 	n.opened.PushCloser(n.logger, n.store, "close store")
+	if cs, ok := n.store.(*cassandra.Store); ok {
+		// Reaction tokens carry this host's second; settles assume the
+		// writers' clocks agree within engagement.WriterSkew.
+		if skew, err := cs.CheckClock(ctx, engagement.WriterSkew/2); err != nil {
+			n.logger.Warn("this host's clock and Cassandra's disagree (or cannot be compared)", "skew", skew.Round(time.Millisecond), "err", err)
+		}
+	}
 	return nil
 }
 

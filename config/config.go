@@ -358,6 +358,9 @@ type Cassandra struct {
 	// local_dc has none up (off: a region whose data centre is down answers
 	// 503 rather than read another region's replicas).
 	RemoteDCFallback bool `yaml:"remote_dc_fallback"`
+	// ClockOffset shifts this process's write timestamps; for tests of
+	// clock skew only (cassandra.Config.ClockOffset).
+	ClockOffset time.Duration `yaml:"clock_offset"`
 	// Username and Password log in (PasswordAuthenticator); the password is
 	// best given as EDGECOUNT_CASSANDRA_PASSWORD and is never printed.
 	Username string       `yaml:"username"`
@@ -1066,6 +1069,7 @@ func (c Config) CassandraConfig() cassandra.Config {
 		cc.IndexBuckets = c.Cassandra.IndexBuckets
 	}
 	cc.RemoteDCFallback = c.Cassandra.RemoteDCFallback
+	cc.ClockOffset = c.Cassandra.ClockOffset
 	cc.Username, cc.Password = c.Cassandra.Username, c.Cassandra.Password
 	t := c.Cassandra.TLS
 	cc.TLS = cassandra.TLS{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}

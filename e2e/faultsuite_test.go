@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,7 +47,7 @@ import (
 var knownLossRows = map[string]string{}
 
 // ciRows are the rows of the default (CI) subset.
-var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill", "region-cut", "hub-kill", "nemesis"}
+var ciRows = []string{"cassandra-pause", "redis-stop", "agent-pause", "agent-kill", "rollup-kill", "clock-skew", "region-cut", "hub-kill", "nemesis"}
 
 // faultRow is one row of the suite.
 type faultRow struct {
@@ -62,6 +64,7 @@ var faultRows = []faultRow{
 	{"redis-stop", runRedisStop},
 	{"agent-pause", runAgentPause},
 	{"disk-full", runDiskFull},
+	{"clock-skew", runClockSkew},
 	// The regional topology (regions_test.go): a broker per region
 	// sourced into a hub of three, a Cassandra data centre per region.
 	{"region-cut", runRegionCut},
@@ -595,4 +598,51 @@ func TestFaultRowNames(t *testing.T) {
 			t.Errorf("knownLossRows names %q, which is no row", n)
 		}
 	}
+}
+
+// runClockSkew runs a rollup whose write timestamps are behind the other's
+// within the fence margin (ack_wait 30 s / 3 = 10 s; a group member starts
+// only within half of it), through handovers both ways, and shows that a
+// rollup behind by more than that does not join. Totals, marks and
+// trending rows are ordered by write timestamps in Cassandra: a new owner
+// whose clock is behind its predecessor's by more than the margin writes
+// rows that lose to the predecessor's last ones (docs/rollup-ownership.md).
+func runClockSkew(t *testing.T, r *rowRun) {
+	const within, beyond = -4 * time.Second, -30 * time.Second
+	offset := func(d time.Duration) []string { return []string{"EDGECOUNT_CASSANDRA_CLOCK_OFFSET=" + d.String()} }
+	hold := r.pick(10*time.Second, 6*time.Second)
+	r.describe("rollup 1's clock %v behind rollup 0's: each SIGKILLed in turn under load (handovers to and from it) and restarted; a rollup %v behind refused", -within, -beyond)
+	s := r.start(systemOptions{rollupEnv: func(i int) []string {
+		if i == 1 {
+			return offset(within)
+		}
+		return nil
+	}})
+	r.hold(hold)
+	if skew := metric(t, s.rollups[1].base, "edgecount_cassandra_clock_skew_seconds"); skew > within.Seconds()+1 || skew < within.Seconds()-1 {
+		t.Errorf("rollup 1 exports a clock skew of %.3f s; want about %v", skew, within)
+	}
+	r.note("rollup 1 exported edgecount_cassandra_clock_skew_seconds %.2f", metric(t, s.rollups[1].base, "edgecount_cassandra_clock_skew_seconds"))
+	for _, i := range []int{0, 1} {
+		s.killRollup(i)
+		r.hold(hold) // the other owns every partition
+		s.startRollup(i)
+		r.hold(hold)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.rollupBin, "--config", s.cfgFile, "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), offset(beyond)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "clock skew with Cassandra") {
+		t.Errorf("a rollup %v behind: %v; want it refused for its clock skew\n%s", -beyond, err, tail(string(out), 2000))
+	} else {
+		r.note("a rollup %v behind refused to start: %s", -beyond, lastLine(string(out)))
+	}
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

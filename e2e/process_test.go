@@ -67,9 +67,15 @@ func tail(s string, n int) string {
 
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, nil, bin, args...)
+}
+
+// startEnv is start with env added to the process's environment.
+func startEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	// Info: shown only when a test fails, and then the more the better.
-	cmd.Env = append(os.Environ(), "EDGECOUNT_LOG_LEVEL=info")
+	cmd.Env = append(append(os.Environ(), "EDGECOUNT_LOG_LEVEL=info"), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,8 @@ type systemOptions struct {
 	// data returns agent i's --data directory; nil means a directory of
 	// the test's own.
 	data func(i int) string
+	// rollupEnv returns what rollup i adds to its environment (nil: nothing).
+	rollupEnv func(i int) []string
 }
 
 // faultSystem is a fault row's system: edge agents and rollups as separate
@@ -37,6 +39,7 @@ type faultSystem struct {
 	agentBin, rollupBin string
 	agents              []*agentNode
 	rollups             []*proc // nil: killed and not restarted
+	rollupEnv           func(i int) []string
 }
 
 // agentNode is one agent's identity, which survives its restarts.
@@ -63,7 +66,7 @@ func newFaultSystem(t *testing.T, o systemOptions) *faultSystem {
 	if o.rollups == 0 {
 		o.rollups = 2
 	}
-	s := &faultSystem{t: t}
+	s := &faultSystem{t: t, rollupEnv: o.rollupEnv}
 	s.agentBin, s.rollupBin = binaries(t)
 	s.cfgFile, s.run = faultConfig(t, natsAddr, redisAddr, cassAddr)
 	for i := range o.rollups {
@@ -165,7 +168,11 @@ func (s *faultSystem) startRollup(i int) {
 	if s.rollups[i] != nil {
 		s.t.Fatalf("rollup %d already runs", i)
 	}
-	s.rollups[i] = start(s.t, fmt.Sprintf("rollup-%d", i), s.rollupBin, "--config", s.cfgFile, "--http", "127.0.0.1:0")
+	var env []string
+	if s.rollupEnv != nil {
+		env = s.rollupEnv(i)
+	}
+	s.rollups[i] = startEnv(s.t, fmt.Sprintf("rollup-%d", i), env, s.rollupBin, "--config", s.cfgFile, "--http", "127.0.0.1:0")
 }
 
 // killRollup SIGKILLs rollup i and waits until it is gone.

@@ -17,6 +17,7 @@ func RegisterCassandra(reg prometheus.Registerer, s *cassandra.Store) error {
 	// The bounds of docs/data-model.md as the node that answers measures
 	// them (system_views), read at most every 30 s.
 	h := &cassandra.HealthCache{Store: s, MaxAge: 30 * time.Second}
+	skew := &cassandra.SkewCache{Store: s, MaxAge: 30 * time.Second}
 	return register(reg, []metricFunc{
 		{"edgecount_cassandra_user_likes_max_partition_mebibytes", "Largest user_likes partition (one user's reactions) on the answering node, MiB.", true,
 			func() float64 { return float64(h.Table("user_likes").MaxPartitionMiB) }},
@@ -24,6 +25,8 @@ func RegisterCassandra(reg prometheus.Registerer, s *cassandra.Store) error {
 			func() float64 { return float64(h.Table(cassandra.IndexTable).MaxPartitionMiB) }},
 		{"edgecount_cassandra_index_tombstones_per_read_max", "Most tombstones one read of the by-content index scanned recently on the answering node (warns at 1000).", true,
 			func() float64 { return h.Table(cassandra.IndexTable).TombstonesPerReadMax }},
+		{"edgecount_cassandra_clock_skew_seconds", "This process's clock minus the answering Cassandra node's (now()), read at most every 30 s; totals, marks and trending rows are ordered by write timestamps that assume clocks agree within the fence margin.", true,
+			skew.Seconds},
 		{"edgecount_cassandra_settled_total", "Reaction writes whose outcome was open (timeout, lost connection) and was settled by a serial read.", false, i64(&c.Settled)},
 		{"edgecount_cassandra_fenced_total", "Settled reaction writes whose row was fenced so a queued copy can never apply.", false, i64(&c.Fenced)},
 		{"edgecount_cassandra_contended_total", "Reaction writes left open by a Paxos contention timeout (writers racing on one row) and settled later by the agent.", false, i64(&c.Contended)},

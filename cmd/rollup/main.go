@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,6 +126,21 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	for part := 0; part < cfg.Partitions && len(cfg.Rollup.Owned) > 0; part++ {
 		if slices.Contains(cfg.Rollup.Owned, part) {
 			owned = append(owned, uint32(part))
+		}
+	}
+	if cs, ok := p.st.(*cassandra.Store); ok && len(owned) == 0 {
+		// A member whose write timestamps are off the others' by more
+		// than the fence margin can lose its writes to theirs after a
+		// handover (docs/rollup-ownership.md): it does not join.
+		gc := cfg.GroupConfig(nil)
+		skew, err := cs.CheckClock(ctx, cmp.Or(gc.FenceMargin, gc.Consumer.AckWait/3)/2)
+		switch {
+		case errors.Is(err, cassandra.ErrClockSkew):
+			return nil, err
+		case err != nil:
+			logger.Warn("cannot compare this host's clock with Cassandra's; starting without the check", "err", err)
+		default:
+			logger.Info("clock compared with Cassandra's", "skew", skew.Round(time.Millisecond))
 		}
 	}
 	if p.proc, err = rollupd.New(p.bus, p.st, rollupd.ConfigFrom(cfg, owned, logger)); err != nil {

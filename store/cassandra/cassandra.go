@@ -61,6 +61,8 @@ type Store struct {
 	q          statements
 	counters   Counters
 	keyspace   string
+	// clockOffset is Config.ClockOffset.
+	clockOffset time.Duration
 	// indexCons is the consistency of the by-content entries written
 	// before a change (preIndex, markIndex) and of a count's reads of
 	// them, so that a count sees every entry a change wrote before it
@@ -192,9 +194,11 @@ func newStatements(ks string) statements {
 			` WHERE content_id = ? AND bucket = ? AND user_id = ?`,
 		getLayout: `SELECT value FROM ` + ks + `.layout WHERE name = ?`,
 		putLayout: `INSERT INTO ` + ks + `.layout (name, value) VALUES (?, ?) IF NOT EXISTS`,
-		readStats: `SELECT scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
+		// The reads of rows and marks return their write timestamps, which
+		// the store's own then exceed (observeTimestamp).
+		readStats: `SELECT scope, likes, dislikes, counters, updated_at, last_seq, WRITETIME(last_seq) FROM ` + ks +
 			`.content_stats WHERE content_id = ?`,
-		readStatsIn: `SELECT content_id, scope, likes, dislikes, counters, updated_at, last_seq FROM ` + ks +
+		readStatsIn: `SELECT content_id, scope, likes, dislikes, counters, updated_at, last_seq, WRITETIME(last_seq) FROM ` + ks +
 			`.content_stats WHERE content_id IN ?`,
 		writeStats: `INSERT INTO ` + ks + `.content_stats (content_id, scope, likes, dislikes, counters, updated_at, last_seq)` +
 			` VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -210,7 +214,7 @@ func newStatements(ks string) statements {
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ? AND part = ?`,
 		readTrending: `SELECT part, as_of, item_ids, item_counts, item_errors FROM ` + ks +
 			`.trending_parts WHERE scope = ? AND counter_name = ? AND window_name = ?`,
-		readMarks:   `SELECT agent, epoch, seq, flushed_at, updated_at FROM ` + ks + `.rollup_marks WHERE part = ?`,
+		readMarks:   `SELECT agent, epoch, seq, flushed_at, updated_at, WRITETIME(seq) FROM ` + ks + `.rollup_marks WHERE part = ?`,
 		writeMark:   `INSERT INTO ` + ks + `.rollup_marks (part, agent, epoch, seq, flushed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		deleteMarks: `DELETE FROM ` + ks + `.rollup_marks WHERE part = ? AND agent = ? AND epoch = ?`,
 		ping:        `SELECT release_version FROM system.local`,
@@ -370,13 +374,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("cannot open cassandra store at %s: %w", where, unavailable(err))
 	}
 	s := &Store{
-		session:    session,
-		cons:       cons,
-		serialCons: serial,
-		indexCons:  indexConsistency(cons, serial),
-		timeout:    cfg.Timeout,
-		q:          newStatements(cfg.Keyspace),
-		keyspace:   cfg.Keyspace,
+		session:     session,
+		cons:        cons,
+		serialCons:  serial,
+		indexCons:   indexConsistency(cons, serial),
+		clockOffset: cfg.ClockOffset,
+		timeout:     cfg.Timeout,
+		q:           newStatements(cfg.Keyspace),
+		keyspace:    cfg.Keyspace,
 	}
 	if err := s.init(ctx, cfg); err != nil {
 		session.Close()
@@ -571,9 +576,13 @@ func (s *Store) query(stmt string, values ...any) *gocql.Query {
 
 // writeTimestamp returns a write timestamp in microseconds that is above
 // every one this Store handed out before, so that two writes of one row by
-// this process never tie, and a retried write keeps its timestamp.
+// this process never tie, and a retried write keeps its timestamp; and
+// above every write timestamp this Store read (observeTimestamp), so that
+// a rollup that took a partition over writes its rows above the last
+// owner's, whatever their clocks say: totals are read before they are
+// written, so a write always follows the row it replaces.
 func (s *Store) writeTimestamp() int64 {
-	now := time.Now().UnixMicro()
+	now := s.now().UnixMicro()
 	for {
 		last := s.lastTS.Load()
 		ts := max(now, last+1)

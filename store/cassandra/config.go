@@ -96,6 +96,11 @@ type Config struct {
 	// (0 records DefaultIndexBuckets); later ones must pass 0 or the same
 	// value: a keyspace's bucket count never changes.
 	IndexBuckets int
+	// ClockOffset shifts the clock of this store's write timestamps (and
+	// of ClockSkew) by the offset. For tests of clock skew only: a
+	// process whose clock is off the others' by more than the fence
+	// margin can lose its writes to theirs (docs/rollup-ownership.md).
+	ClockOffset time.Duration
 
 	// dialer, when set, opens the driver's connections (tests use it to
 	// lose a connection at a chosen moment).

@@ -25,8 +25,10 @@ func (s *Store) ReadMarks(ctx context.Context, p uint32) ([]store.Mark, error) {
 	var (
 		m                          = store.Mark{Partition: p}
 		epoch, seq, flushed, updAt int64
+		written                    int64
 	)
-	for iter.Scan(&m.Agent, &epoch, &seq, &flushed, &updAt) {
+	for iter.Scan(&m.Agent, &epoch, &seq, &flushed, &updAt, &written) {
+		s.observeTimestamp(written)
 		m.Epoch, m.Seq = uint64(epoch), uint64(seq)
 		m.FlushedAt, m.UpdatedAt = fromMicros(flushed), fromMicros(updAt)
 		out = append(out, m)

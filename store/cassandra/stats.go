@@ -76,8 +76,9 @@ func (s *Store) readItem(ctx context.Context, id string) ([]engagement.Stats, er
 		row  = engagement.Stats{ContentID: id}
 		raw  rawStats
 	)
-	for iter.Scan(&row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
+	for iter.Scan(&row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq, &raw.written) {
 		raw.decode(&row)
+		s.observeTimestamp(raw.written)
 		rows = append(rows, row)
 		row = engagement.Stats{ContentID: id}
 	}
@@ -113,8 +114,9 @@ func (s *Store) readIn(ctx context.Context, ids []string, out map[string][]engag
 			row engagement.Stats
 			raw rawStats
 		)
-		for iter.Scan(&row.ContentID, &row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq) {
+		for iter.Scan(&row.ContentID, &row.Scope, &row.Likes, &row.Dislikes, &row.Counters, &raw.updatedAt, &raw.lastSeq, &raw.written) {
 			raw.decode(&row)
+			s.observeTimestamp(raw.written)
 			out[row.ContentID] = append(out[row.ContentID], row)
 			row = engagement.Stats{}
 		}
@@ -128,6 +130,7 @@ func (s *Store) readIn(ctx context.Context, ids []string, out map[string][]engag
 // rawStats holds the columns of a content_stats row that need decoding.
 type rawStats struct {
 	updatedAt, lastSeq int64
+	written            int64 // the row's write timestamp (of last_seq)
 }
 
 func (raw *rawStats) decode(row *engagement.Stats) {
