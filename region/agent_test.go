@@ -13,6 +13,7 @@ import (
 	"github.com/edgecount/edgecount/engagement"
 	"github.com/edgecount/edgecount/partial"
 	"github.com/edgecount/edgecount/region"
+	"github.com/edgecount/edgecount/store"
 	"github.com/edgecount/edgecount/store/embedded"
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
@@ -430,6 +431,49 @@ func (s *staleLocal) GetReaction(ctx context.Context, userID, contentID string) 
 
 func (s *staleLocal) GetReactionSerial(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
 	return s.Store.GetReaction(ctx, userID, contentID)
+}
+
+// contendedSerial is a store whose serial reads time out in contention
+// with the row's writers.
+type contendedSerial struct{ *embedded.Store }
+
+func (s contendedSerial) GetReactionSerial(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
+	return engagement.Reaction{}, false, fmt.Errorf("cannot get reaction (serial): %w: %w: CAS operation timed out", store.ErrContention, store.ErrUnavailable)
+}
+
+// TestContendedSerialReadIsAConflict: a repeat of the current action whose
+// serial confirmation times out in contention is a conflict that applied
+// nothing (ErrContended alone, which the API answers 409 "nothing was
+// applied"), not an unavailable store (503) nor an outcome to settle.
+func TestContendedSerialReadIsAConflict(t *testing.T) {
+	st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
+	ctx := context.Background()
+	liked := engagement.Reaction{UserID: "u", ContentID: "v", Action: engagement.ActionLike, Region: "us",
+		Version: 1, Incarnation: 7, UpdatedAt: time.Now()}
+	if ok, err := st.InsertReaction(ctx, liked); err != nil || !ok {
+		t.Fatalf("insert: %v, %v", ok, err)
+	}
+	rec := newRecorder(t)
+	a, err := region.New(region.DefaultConfig("us", "us-a1"), region.Deps{Reactions: contendedSerial{st}, Stats: st, Publisher: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	_, err = a.React(ctx, "u", "v", engagement.ActionLike)
+	if !errors.Is(err, region.ErrContended) || errors.Is(err, store.ErrContention) || errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("React = %v; want ErrContended without store.ErrContention or store.ErrUnavailable", err)
+	}
+	if got := a.Stats().ReactionsContended.Load(); got != 1 {
+		t.Errorf("ReactionsContended = %d, want 1", got)
+	}
+	// A change is not confirmed serially, so it goes through.
+	if res, err := a.React(ctx, "u", "v", engagement.ActionDislike); err != nil || !res.Changed {
+		t.Errorf("dislike = %+v, %v; want a change", res, err)
+	}
+	stop(t, a)
+	if got := rec.totals(); got["v/like/us"] != -1 || got["v/dislike/us"] != 1 {
+		t.Errorf("published %v; want the dislike's deltas alone", got)
+	}
 }
 
 // TestUnchangedIsConfirmedSerially: a user likes through this agent after

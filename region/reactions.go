@@ -147,7 +147,9 @@ func actionOf(row engagement.Reaction, found bool) engagement.Action {
 // readReaction reads the user's row. When it already shows action and the
 // store is a SerialReader, the row is read again at serial consistency:
 // nothing is written on that way, so no compare-and-set catches a stale
-// row.
+// row. A serial read that timed out racing the row's writers
+// (store.ErrContention) gives ErrContended alone: a 409 with nothing
+// applied, not a 503.
 func (a *Agent) readReaction(ctx context.Context, userID, contentID string, action engagement.Action) (engagement.Reaction, bool, error) {
 	cur, found, err := a.reactions.GetReaction(ctx, userID, contentID)
 	if err != nil {
@@ -155,6 +157,13 @@ func (a *Agent) readReaction(ctx context.Context, userID, contentID string, acti
 	}
 	if sr, ok := a.reactions.(SerialReader); ok && actionOf(cur, found) == action {
 		if cur, found, err = sr.GetReactionSerial(ctx, userID, contentID); err != nil {
+			if errors.Is(err, store.ErrContention) {
+				// The row's writers raced the read: a conflict, and
+				// nothing was written, so nothing is left to settle
+				// (store.ErrContention is not passed on).
+				a.stats.ReactionsContended.Add(1)
+				return cur, found, fmt.Errorf("%w: the serial read of the row timed out in contention: %v", ErrContended, err)
+			}
 			return cur, found, fmt.Errorf("cannot read reaction: %w", err)
 		}
 	}

@@ -35,7 +35,9 @@ var ErrRefused = errors.New("write refused before it ran")
 // same row (a Paxos contention timeout), and whose outcome could not be
 // settled at once. Like any timeout it leaves the outcome open (the caller
 // settles it); unlike an outage it is the writers' own race, so the
-// caller answers it as a conflict, not as the store being down.
+// caller answers it as a conflict, not as the store being down. A serial
+// read of a reaction row (GetReactionSerial) that timed out so returns it
+// too; a read leaves no outcome open.
 var ErrContention = errors.New("write timed out in contention with other writes of the row")
 
 // CheckAction reports whether r can be stored as a row: a stored row holds

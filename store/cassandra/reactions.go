@@ -41,8 +41,17 @@ func (s *Store) GetReaction(ctx context.Context, userID, contentID string) (enga
 // written at the local quorum of the coordinator's DC): a caller that
 // would act on the row without a compare-and-set of its own must read it
 // this way.
+//
+// A serial read that times out racing the row's writers (a Paxos contention
+// timeout) fails with store.ErrContention as well as store.ErrUnavailable:
+// the writers' own race, not an outage. It wrote nothing, so it leaves no
+// outcome open.
 func (s *Store) GetReactionSerial(ctx context.Context, userID, contentID string) (engagement.Reaction, bool, error) {
-	return s.getReaction(ctx, "get reaction (serial)", s.serialCons, userID, contentID)
+	r, found, err := s.getReaction(ctx, "get reaction (serial)", s.serialCons, userID, contentID)
+	if err != nil && contended(err) {
+		err = fmt.Errorf("%w: %w", store.ErrContention, err)
+	}
+	return r, found, err
 }
 
 func (s *Store) getReaction(ctx context.Context, op string, c gocql.Consistency, userID, contentID string) (engagement.Reaction, bool, error) {
