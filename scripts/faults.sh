@@ -4,7 +4,8 @@
 # lost and doubled, and the time the totals took to drain (e2e TestFault,
 # e2e/faultsuite_test.go).
 #
-#   scripts/faults.sh             every row at full length (EDGECOUNT_FAULTS=all)
+#   scripts/faults.sh             every row at full length (EDGECOUNT_FAULTS=all), and
+#                                 the Porcupine check of reaction races at its large size
 #   scripts/faults.sh ROW...      the rows named, e.g. agent-kill nats-stop
 #   EDGECOUNT_FAULTS=ci scripts/faults.sh
 #                                 the CI subset that go test ./e2e/ runs by default
@@ -127,8 +128,15 @@ export EDGECOUNT_FAULTS_TABLE=$PWD/$tablefile
 echo "== fault suite: EDGECOUNT_FAULTS=$EDGECOUNT_FAULTS (log: $log)"
 start=$SECONDS
 set +e
+# The whole suite also runs the Porcupine check of cross-region reaction
+# races at its large size (e2e/linearizable_test.go; G21).
+run='^TestFault$'
+if [[ $EDGECOUNT_FAULTS == all ]]; then
+	run='^(TestFault|TestLinearizableReactions)$'
+	export EDGECOUNT_LINEARIZE=${EDGECOUNT_LINEARIZE:-large}
+fi
 timeout --signal=INT --kill-after=60s 40m \
-	go test -race -count=1 -timeout 39m -run '^TestFault$' -v ./e2e/ 2>&1 |
+	go test -race -count=1 -timeout 39m -run "$run" -v ./e2e/ 2>&1 |
 	tee "$log" | grep --line-buffered -E '^ *--- (PASS|FAIL|SKIP)|^(FAIL|ok |PASS$)|row .* took'
 status=${PIPESTATUS[0]}
 set -e

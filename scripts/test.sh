@@ -185,11 +185,11 @@ dc_down_test='^TestClusterDCDown$'
 
 # e2e's tests in three lanes: the ones that freeze the single node, the
 # regional ones on the cluster (the fault rows region-cut, hub-kill and
-# nemesis, and TestThreeRegions; the nemesis freezes the cluster's nodes,
+# nemesis, TestThreeRegions and TestLinearizableReactions; the nemesis freezes the cluster's nodes,
 # so the lane runs after the cluster's other users), and the rest. A fault row or test added later runs in
 # the rest unless named here.
 e2e_pause='^(TestCassandraPauseGives503ThenConverges|TestTogglesAcrossCassandraPause)$|^TestFault$/^cassandra-pause$'
-e2e_regional='^TestThreeRegions$|^TestFault$/^(region-cut|hub-kill|nemesis)$'
+e2e_regional='^TestThreeRegions$|^TestLinearizableReactions$|^TestFault$/^(region-cut|hub-kill|nemesis)$'
 
 # tools_module: the tools/ module (its own go.mod), when there is one.
 tools_module() {
