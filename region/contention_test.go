@@ -15,11 +15,30 @@ import (
 	"github.com/edgecount/edgecount/store/embedded/embeddedtest"
 )
 
+// writesThrough is an embedded store whose three reaction writes each go
+// through through(do), which decides whether, when and how do runs.
+type writesThrough struct {
+	*embedded.Store
+	through func(do func() (bool, error)) (bool, error)
+}
+
+func (s writesThrough) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
+	return s.through(func() (bool, error) { return s.Store.InsertReaction(ctx, r) })
+}
+
+func (s writesThrough) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
+	return s.through(func() (bool, error) { return s.Store.UpdateReaction(ctx, prev, next) })
+}
+
+func (s writesThrough) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
+	return s.through(func() (bool, error) { return s.Store.DeleteReaction(ctx, prev) })
+}
+
 // contendedStore answers every compare-and-set with a Paxos contention
 // timeout while contended is set, after applying it when apply is set: the
 // outcome is open either way.
 type contendedStore struct {
-	*embedded.Store
+	writesThrough
 	mu        sync.Mutex
 	contended bool
 	apply     bool
@@ -46,18 +65,6 @@ func (s *contendedStore) set(contended, apply bool) {
 	s.mu.Unlock()
 }
 
-func (s *contendedStore) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
-	return s.write(func() (bool, error) { return s.Store.InsertReaction(ctx, r) })
-}
-
-func (s *contendedStore) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
-	return s.write(func() (bool, error) { return s.Store.UpdateReaction(ctx, prev, next) })
-}
-
-func (s *contendedStore) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
-	return s.write(func() (bool, error) { return s.Store.DeleteReaction(ctx, prev) })
-}
-
 // TestContentionIsAConflictSettledLater: a compare-and-set that times out
 // in contention is settled from the row at once when the row tells
 // (applied: the client gets its answer); when its settle's redo times out
@@ -69,7 +76,8 @@ func TestContentionIsAConflictSettledLater(t *testing.T) {
 	for _, applied := range []bool{false, true} {
 		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
 			st := embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
-			cs := &contendedStore{Store: st}
+			cs := &contendedStore{}
+			cs.writesThrough = writesThrough{Store: st, through: cs.write}
 			b := newBroker(t)
 			a := durableAgent(t, t.TempDir(), cs, st, b, nil)
 			ctx := context.Background()

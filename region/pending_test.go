@@ -23,7 +23,7 @@ import (
 // nothing (SERIAL cannot reach both DCs). Once up, the next write first
 // completes the accepted one (Paxos repair), then runs itself.
 type paxosStore struct {
-	*embedded.Store
+	writesThrough
 	mu       sync.Mutex
 	armed    bool
 	down     bool
@@ -67,24 +67,13 @@ func (s *paxosStore) GetReaction(ctx context.Context, userID, contentID string) 
 	return s.Store.GetReaction(ctx, userID, contentID)
 }
 
-func (s *paxosStore) InsertReaction(ctx context.Context, r engagement.Reaction) (bool, error) {
-	return s.write(func() (bool, error) { return s.Store.InsertReaction(ctx, r) })
-}
-
-func (s *paxosStore) UpdateReaction(ctx context.Context, prev, next engagement.Reaction) (bool, error) {
-	return s.write(func() (bool, error) { return s.Store.UpdateReaction(ctx, prev, next) })
-}
-
-func (s *paxosStore) DeleteReaction(ctx context.Context, prev engagement.Reaction) (bool, error) {
-	return s.write(func() (bool, error) { return s.Store.DeleteReaction(ctx, prev) })
-}
-
 // paxosAgent is a durable agent whose reactions go through a paxosStore
 // over a real embedded store st, publishing to b.
 func paxosAgent(t *testing.T) (st *embedded.Store, b *broker, ps *paxosStore, a *region.Agent) {
 	st = embeddedtest.Open(t, embedded.Config{Timeout: time.Second})
 	b = newBroker(t)
-	ps = &paxosStore{Store: st}
+	ps = &paxosStore{}
+	ps.writesThrough = writesThrough{Store: st, through: ps.write}
 	return st, b, ps, durableAgent(t, t.TempDir(), ps, st, b, nil)
 }
 

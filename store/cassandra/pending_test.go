@@ -158,12 +158,7 @@ func TestRecountLowersOnCassandra(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rollup.DefaultRecountConfig()
-	cfg.Quiet = time.Millisecond
-	rc, err := rollup.NewRecounter(rollup.New(s, nil, nil), s, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := onDemandRecounter(t, s)
 	res, err := rc.Recount(ctx, []string{up, down}, rollup.RecountOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,19 @@ func TestVerifyReactionsReadsRows(t *testing.T) {
 	}
 }
 
+// onDemandRecounter returns a recount job on s for on-demand recounts,
+// with a quiet period of 1 ms (no deltas are in flight in these tests).
+func onDemandRecounter(t *testing.T, s *Store) *rollup.Recounter {
+	t.Helper()
+	cfg := rollup.DefaultRecountConfig()
+	cfg.Quiet = time.Millisecond
+	rc, err := rollup.NewRecounter(rollup.New(s, nil, nil), s, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
 // TestRecountJobOnCassandra runs the recount job on Cassandra, whose count
 // may be short: a correct total above the count is left alone (reported
 // unrepaired), a total below it is raised, and an operator's allow_lower
@@ -132,12 +145,7 @@ func TestRecountJobOnCassandra(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rollup.DefaultRecountConfig()
-	cfg.Quiet = time.Millisecond
-	rc, err := rollup.NewRecounter(rollup.New(s, nil, nil), s, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := onDemandRecounter(t, s)
 	res, err := rc.Recount(ctx, []string{content, low}, rollup.RecountOptions{})
 	if err != nil {
 		t.Fatal(err)
