@@ -180,7 +180,18 @@ func (h *raceHistory) counts() (writes, reads string) {
 
 // raceReactions runs size's race on s and returns its history.
 func raceReactions(s *regionSystem, size linearizeSize) *raceHistory {
-	h := &raceHistory{status: map[linearize.Kind]map[int]int{linearize.Write: {}, linearize.Read: {}}}
+	h := newRaceHistory()
+	h.race(s, size)
+	return h
+}
+
+func newRaceHistory() *raceHistory {
+	return &raceHistory{status: map[linearize.Kind]map[int]int{linearize.Write: {}, linearize.Read: {}}}
+}
+
+// race runs size's race on s and adds it to h; races run one after the
+// other on the same pairs make one history.
+func (h *raceHistory) race(s *regionSystem, size linearizeSize) {
 	dcIndex := map[string]int{"dc1": 0, "dc2": 1}
 	type target struct {
 		base, name string
@@ -219,7 +230,6 @@ func raceReactions(s *regionSystem, size linearizeSize) *raceHistory {
 		}
 	}
 	wg.Wait()
-	return h
 }
 
 // raceWrite sends one reaction and records it; status 0 is no answer.

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/edgecount/edgecount/client"
+	"github.com/edgecount/edgecount/internal/linearize"
 )
 
 // The nemesis row: faults picked at random from a seed, overlapping, on the
@@ -198,6 +201,8 @@ func runNemesis(t *testing.T, r *rowRun) {
 	}
 	mon := startCountMonitor(r.ld)
 	n := newNemesis(t, s, rs, nodes)
+	race := startNemesisRace(s)
+	defer race.judge(t, r)
 	defer func() {
 		v := mon.stop()
 		if len(v) > 0 {
@@ -491,5 +496,56 @@ func TestNemesisSchedule(t *testing.T) {
 		if d >= 5*time.Minute && len(seen) < len(faultKinds) {
 			t.Errorf("seed %d over %v used %d of the %d kinds", seed, d, len(seen), len(faultKinds))
 		}
+	}
+}
+
+// nemesisRaceSize is one round of the reaction race the nemesis row runs
+// beside its load (linearizable_test.go): rounds follow one another on the
+// same pairs until the faults end.
+var nemesisRaceSize = linearizeSize{name: "nemesis", pairs: 4, clients: 3, reactions: 36}
+
+// nemesisRace is the race of the nemesis row: its rounds run until stop.
+type nemesisRace struct {
+	s      *regionSystem
+	h      *raceHistory
+	stopCh chan struct{}
+	done   chan struct{}
+	rounds int
+}
+
+func startNemesisRace(s *regionSystem) *nemesisRace {
+	r := &nemesisRace{s: s, h: newRaceHistory(), stopCh: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			select {
+			case <-r.stopCh:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			r.h.race(s, nemesisRaceSize)
+			r.rounds++
+		}
+	}()
+	return r
+}
+
+// judge stops the race and checks its history with Porcupine: writes
+// linearizable, reads as GET /v1/reactions promises (site-monotonic). A
+// check that does not finish in time (many writes without an answer make
+// the search long) is reported, not failed.
+func (r *nemesisRace) judge(t *testing.T, row *rowRun) {
+	close(r.stopCh)
+	<-r.done
+	writes, reads := r.h.counts()
+	res := linearize.Check(r.h.ops, linearize.SiteMonotonic, 2*time.Minute)
+	row.note("Porcupine on %d race rounds beside the faults (%d pairs × %d clients; writes %s; reads %s): %v on %d operations, %d without an answer",
+		r.rounds, nemesisRaceSize.pairs, nemesisRaceSize.clients, writes, reads, res.Result, res.Ops, res.Pending)
+	for _, p := range r.h.problems {
+		t.Error(p)
+	}
+	if res.Result == porcupine.Illegal {
+		t.Errorf("the reaction race under the nemesis is not linearizable for pairs %v", res.Failed)
+		r.h.report(t, &res, r.s)
 	}
 }
