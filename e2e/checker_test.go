@@ -102,6 +102,12 @@ func classify(status int, err error) outcome {
 		return unknown
 	case status/100 == 2:
 		return acked
+	case status == http.StatusConflict, status == http.StatusTooManyRequests:
+		// A reaction's race or its row's change limit: not the driver's
+		// fault. A 409 may leave its outcome for the agent to settle (a
+		// Paxos timeout), so both count as unanswered: the pair is then
+		// judged by its row.
+		return unknown
 	case status/100 == 4:
 		return rejected
 	default:

@@ -93,6 +93,9 @@ type rowRun struct {
 	// afterDrain are checks a row adds that run once the totals have
 	// drained (a failed one fails the row).
 	afterDrain []func()
+	// loadCfg, when set before the system starts, replaces
+	// defaultLoadConfig.
+	loadCfg *loadConfig
 }
 
 // pick returns full, or short in the CI subset.
@@ -140,7 +143,11 @@ func (r *rowRun) startRegions(o regionOptions) *regionSystem {
 
 func (r *rowRun) startLoad(s rowSystem) {
 	r.system = s
-	r.ld = newLoad(defaultLoadConfig(), s.urls())
+	cfg := defaultLoadConfig()
+	if r.loadCfg != nil {
+		cfg = *r.loadCfg
+	}
+	r.ld = newLoad(cfg, s.urls())
 	r.ld.start()
 	r.t.Cleanup(r.ld.stop) // before the processes stop
 }

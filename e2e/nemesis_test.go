@@ -191,6 +191,12 @@ func runNemesis(t *testing.T, r *rowRun) {
 	}
 	r.describe("seed %d: %d overlapping faults at random over %v (%s)", seed, len(plan), d, strings.Join(mix, ", "))
 
+	// Reactions spread over 16 items: each (user, item) pair then changes
+	// about 0.3 times a second, within the 255 changes in 10 minutes a row
+	// takes (engagement.MaxWritersKept) over a 5-minute run.
+	lc := defaultLoadConfig()
+	lc.rxItems = 16
+	r.loadCfg = &lc
 	rs := startRedisServer(t)
 	s := r.startRegions(regionOptions{agents: agentsPerRegion, redis: rs.addr, ackWait: nemesisAckWait})
 	nodes := map[int]int{} // data centre index → its node's pid

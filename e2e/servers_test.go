@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -25,13 +26,41 @@ import (
 // closed again.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below the kernel's ephemeral range: a free port in that range can be
+	// handed to any outgoing connection (a client of Cassandra, NATS, an
+	// agent) before the server the test starts binds it, which failed CI
+	// with "address already in use" (see freeBase). Each port is handed out
+	// once per test binary.
+	lo := ephemeralLow()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := portsFloor + rand.IntN(max(1, lo-portsFloor))
+		if portsGiven[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven[p] = true
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port between %d and the ephemeral range (%d)", portsFloor, lo)
+	return 0
 }
+
+// portsFloor is the lowest port freePort hands out. (freeBase's ranges for
+// local.sh lie between 10000 and the ephemeral range too; both check that a
+// port is free before they hand it out, and the tests that use them run one
+// at a time.)
+const portsFloor = 20000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 var (
 	natsBinOnce sync.Once

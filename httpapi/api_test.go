@@ -274,7 +274,7 @@ func TestServiceErrors(t *testing.T) {
 	}{
 		{"unavailable", fmt.Errorf("cannot read stats: %w", store.ErrUnavailable), 503, "store unavailable; retry later", "2", false},
 		{"contended", fmt.Errorf("cannot react: %w", region.ErrContended), 409, "too many concurrent changes to this reaction; nothing was applied, retry", "2", false},
-		{"contention timeout", fmt.Errorf("%w: %w", region.ErrContended, fmt.Errorf("cannot write reaction: %w: %w", store.ErrContention, store.ErrUnavailable)), 409, "too many concurrent changes to this reaction; the agent settles its outcome and counts it once, retry", "2", false},
+		{"contention timeout", fmt.Errorf("%w: %w", region.ErrContended, fmt.Errorf("cannot write reaction: %w: %w", store.ErrContention, store.ErrUnavailable)), 409, "the store timed out deciding this reaction (concurrent changes of it, or a slow replica); the agent settles its outcome and counts it once, retry", "2", false},
 		{"too frequent", region.ErrTooFrequent, 429, "this reaction changed too often in the last 10 minutes; nothing was applied, retry later", "60", false},
 		{"stopping", region.ErrStopping, 503, "agent is stopping; retry, possibly on another agent", "2", false},
 		{"deadline", fmt.Errorf("cannot read: %w", context.DeadlineExceeded), 503, "timed out; retry later", "2", false},

@@ -129,7 +129,7 @@ func (a *api) serviceError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, region.ErrKeyConflict):
 		e = errKeyConflict
 	case errors.Is(err, region.ErrContended) && errors.Is(err, store.ErrContention):
-		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; the agent settles its outcome and counts it once, retry"}
+		e = &apiError{status: http.StatusConflict, msg: "the store timed out deciding this reaction (concurrent changes of it, or a slow replica); the agent settles its outcome and counts it once, retry"}
 	case errors.Is(err, region.ErrContended):
 		e = &apiError{status: http.StatusConflict, msg: "too many concurrent changes to this reaction; nothing was applied, retry"}
 	case errors.Is(err, region.ErrTooFrequent):
