@@ -765,7 +765,9 @@ func TestAnswerOf(t *testing.T) {
 		{nil, acked},
 		{&client.Error{Status: http.StatusBadRequest, Message: "bad", Field: "increments[0].delta"}, rejected},
 		{&client.Error{Status: http.StatusServiceUnavailable}, unknown},
-		{&client.Error{Status: http.StatusConflict}, rejected},
+		{&client.Error{Status: http.StatusConflict}, unknown}, // a reaction's race, possibly settled later
+		{&client.Error{Status: http.StatusTooManyRequests}, unknown},
+		{&client.Error{Status: http.StatusUnprocessableEntity, Field: "action"}, rejected},
 		{fmt.Errorf("edgecount: POST /v1/increments: %w", errors.New("read: connection reset by peer")), unknown},
 		{refusedErr, refused},
 	}

@@ -31,7 +31,7 @@
 # 127.0.0.41 and .42 (about 2 GB more memory, 1-3 min to start) and stops
 # its data centres in turn.
 #
-# Bounded: every row is bounded, the whole run takes about 20 minutes and
+# Bounded: every row is bounded, the whole run takes about 30 minutes and
 # is stopped after 40. The exit status is go test's: not zero when any row
 # lost or doubled a write, the rows listed in knownLossRows included (the
 # table marks those "FAIL (known)"). The full log is kept in
