@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,9 +26,10 @@ import (
 // linearizeSize is the shape of a TestLinearizableReactions run.
 type linearizeSize struct {
 	name      string
-	pairs     int // (user, item) pairs
-	clients   int // per pair
-	reactions int // in all, shared evenly by the clients
+	keys      string // names the pairs' users and items ("lin" when empty)
+	pairs     int    // (user, item) pairs
+	clients   int    // per pair
+	reactions int    // in all, shared evenly by the clients
 }
 
 // The sizes: small runs in go test ./e2e/ (and so in CI), large (G21:
@@ -205,7 +207,8 @@ func (h *raceHistory) race(s *regionSystem, size linearizeSize) {
 	perClient := (size.reactions + size.pairs*size.clients - 1) / (size.pairs * size.clients)
 	var wg sync.WaitGroup
 	for p := range size.pairs {
-		user, item := fmt.Sprintf("%s-lin-u%d", s.run, p), fmt.Sprintf("%s-lin-i%d", s.run, p)
+		keys := cmp.Or(size.keys, "lin")
+		user, item := fmt.Sprintf("%s-%s-u%d", s.run, keys, p), fmt.Sprintf("%s-%s-i%d", s.run, keys, p)
 		key := user + "/" + item
 		for c := range size.clients {
 			id := p*size.clients + c
