@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -77,29 +76,19 @@ func (s *Store) CheckClock(ctx context.Context, limit time.Duration) (time.Durat
 	return best, nil
 }
 
-// SkewCache serves ClockSkew to metric scrapes: at most one reading per
-// MaxAge, bounded by a short timeout; a failed reading keeps the last.
+// SkewCache serves ClockSkew to metric scrapes as HealthCache serves
+// Health: at most one reading per MaxAge; a failed reading keeps the last.
 type SkewCache struct {
 	Store  *Store
 	MaxAge time.Duration
 
-	mu   sync.Mutex
-	at   time.Time
-	last time.Duration
+	c scraped[time.Duration]
 }
 
 // Seconds returns the latest skew in seconds.
 func (c *SkewCache) Seconds() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.at) >= c.MaxAge {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		sk, _, err := c.Store.ClockSkew(ctx)
-		cancel()
-		c.at = time.Now()
-		if err == nil {
-			c.last = sk
-		}
-	}
-	return c.last.Seconds()
+	return c.c.get(c.MaxAge, func(ctx context.Context) (time.Duration, error) {
+		skew, _, err := c.Store.ClockSkew(ctx)
+		return skew, err
+	}).Seconds()
 }

@@ -79,23 +79,34 @@ type HealthCache struct {
 	Store  *Store
 	MaxAge time.Duration
 
-	mu   sync.Mutex
-	at   time.Time
-	last map[string]TableHealth
+	c scraped[map[string]TableHealth]
 }
 
 // Table returns the latest TableHealth of table.
 func (c *HealthCache) Table(table string) TableHealth {
+	return c.c.get(c.MaxAge, c.Store.Health)[table]
+}
+
+// scraped holds the last value of a read of the node that metric scrapes
+// ask for: at most one read per maxAge, each bounded by a short timeout; a
+// failed read keeps the last value.
+type scraped[T any] struct {
+	mu   sync.Mutex
+	at   time.Time
+	last T
+}
+
+func (c *scraped[T]) get(maxAge time.Duration, read func(context.Context) (T, error)) T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) >= c.MaxAge {
+	if time.Since(c.at) >= maxAge {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		h, err := c.Store.Health(ctx)
+		v, err := read(ctx)
 		cancel()
 		c.at = time.Now()
 		if err == nil {
-			c.last = h
+			c.last = v
 		}
 	}
-	return c.last[table]
+	return c.last
 }
