@@ -13,6 +13,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
+	"github.com/edgecount/edgecount/backoff"
 	"github.com/edgecount/edgecount/store"
 )
 
@@ -319,9 +320,15 @@ func schema(ks string, r Replication) []string {
 	}
 }
 
+// OpenWait bounds how long Open keeps trying to create its session when
+// no contact point answers (ctx may end it sooner).
+const OpenWait = 30 * time.Second
+
 // Open connects to the cluster, creates the keyspace and tables if missing
-// and prepares every statement. Creating the session is bounded by
-// cfg.ConnectTimeout rather than ctx; everything after it uses ctx.
+// and prepares every statement. Each try at creating the session is
+// bounded by cfg.ConnectTimeout; when none of the contact points answers it
+// tries again, backing off, for up to OpenWait or until ctx ends (a refused
+// login is not tried again). Everything after the session uses ctx.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cannot open cassandra store: invalid config: %w", err)
@@ -343,16 +350,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// read instead.
 	cluster.RetryPolicy = retryPolicy{retries: 2}
 	cluster.DefaultIdempotence = false
-	fallback := gocql.RoundRobinHostPolicy()
-	if cfg.LocalDC != "" {
-		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
-		if !cfg.RemoteDCFallback {
-			// Nodes of other data centres are not used at all, so LOCAL_*
-			// always means this process's data centre.
-			cluster.HostFilter = gocql.DataCenterHostFilter(cfg.LocalDC)
-		}
+	if cfg.LocalDC != "" && !cfg.RemoteDCFallback {
+		// Nodes of other data centres are not used at all, so LOCAL_*
+		// always means this process's data centre.
+		cluster.HostFilter = gocql.DataCenterHostFilter(cfg.LocalDC)
 	}
-	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
 	cluster.Dialer = cfg.dialer
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
@@ -365,7 +367,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: !cfg.TLS.InsecureSkipVerify}
 	}
 
-	session, err := cluster.CreateSession()
+	session, err := createSession(ctx, cluster, cfg.LocalDC)
 	if err != nil {
 		where := hostsString(cfg)
 		if cfg.LocalDC != "" && !cfg.RemoteDCFallback {
@@ -388,6 +390,37 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("cannot open cassandra store at %s: %w", hostsString(cfg), err)
 	}
 	return s, nil
+}
+
+// createSession creates cluster's session, trying again while the error
+// may pass: at start-up a node that is loaded or restarting can miss one
+// handshake, and a process that gave up on it would be restarted into the
+// same race. The driver tries each contact point once per call and reports
+// only the last one's error, so a refused login is recognised by its text.
+//
+// Requests go to a replica of their partition first, then round robin over
+// the nodes (of localDC first, when it is set). The driver binds a policy to
+// one session, so each try gets its own.
+func createSession(ctx context.Context, cluster *gocql.ClusterConfig, localDC string) (*gocql.Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, OpenWait)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		fallback := gocql.RoundRobinHostPolicy()
+		if localDC != "" {
+			fallback = gocql.DCAwareRoundRobinPolicy(localDC)
+		}
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
+		session, err := cluster.CreateSession()
+		if err == nil || loginRefused(err) || !backoff.Sleep(ctx, backoff.Delay(250*time.Millisecond, 4*time.Second, attempt)) {
+			return session, err
+		}
+	}
+}
+
+// loginRefused reports whether err says the credentials were refused.
+func loginRefused(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "password") || strings.Contains(msg, "authentic") || strings.Contains(msg, "credential")
 }
 
 // init creates the schema and prepares the statements.

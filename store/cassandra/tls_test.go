@@ -187,6 +187,9 @@ func TestClusterPasswordNeverShown(t *testing.T) {
 	if !strings.Contains(err.Error(), "authentication") && !strings.Contains(err.Error(), "password") {
 		t.Errorf("Open error %q does not say that the login failed", err)
 	}
+	if !loginRefused(err) {
+		t.Errorf("Open error %q is not recognised as a refused login: Open would try it again until OpenWait", err)
+	}
 	t.Logf("Open with a wrong password: %v", err)
 
 	cfg.Password = clusterPassword
