@@ -38,10 +38,10 @@ func BenchmarkReactionWrite(b *testing.B) {
 	ctx := b.Context()
 	raw := cfg.Keyspace + ".user_likes_raw"
 	if err := s.session.Query(`CREATE TABLE IF NOT EXISTS ` + raw + ` (user_id text, content_id text, action text,
-		region text, version bigint, incarnation bigint, updated_at bigint, PRIMARY KEY ((user_id), content_id))`).ExecContext(ctx); err != nil {
+		region text, version bigint, incarnation bigint, updated_at bigint, writers list<bigint>, PRIMARY KEY ((user_id), content_id))`).ExecContext(ctx); err != nil {
 		b.Fatalf("cannot create %s: %v", raw, err)
 	}
-	rawInsert := `INSERT INTO ` + raw + ` (user_id, content_id, action, region, version, incarnation, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	rawInsert := `INSERT INTO ` + raw + ` (user_id, content_id, action, region, version, incarnation, updated_at, writers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	var seq atomic.Int64
 	newRow := func() engagement.Reaction {
 		n := seq.Add(1)
@@ -53,7 +53,7 @@ func BenchmarkReactionWrite(b *testing.B) {
 	rawWrite := func(int) error {
 		r := newRow()
 		return s.query(rawInsert, r.UserID, r.ContentID, r.Action.String(), r.Region, r.Version,
-			int64(r.Incarnation), micros(r.UpdatedAt)).Idempotent(true).ExecContext(ctx)
+			int64(r.Incarnation), micros(r.UpdatedAt), []int64{int64(engagement.NewToken(r.UpdatedAt))}).Idempotent(true).ExecContext(ctx)
 	}
 	// Rows of the update path: one per worker, each advanced by its worker only.
 	rows := make([]engagement.Reaction, benchWorkers)
@@ -70,7 +70,7 @@ func BenchmarkReactionWrite(b *testing.B) {
 		{"lwt-only", func(int) error {
 			r := newRow()
 			applied, err := s.query(s.q.insertReaction, r.UserID, r.ContentID, r.Action.String(), r.Region,
-				r.Version, int64(r.Incarnation), micros(r.UpdatedAt)).SerialConsistency(s.serialCons).
+				r.Version, int64(r.Incarnation), micros(r.UpdatedAt), []int64{int64(engagement.NewToken(r.UpdatedAt))}).SerialConsistency(s.serialCons).
 				MapScanCASContext(ctx, map[string]any{})
 			if err != nil || !applied {
 				return fmt.Errorf("LWT insert = %v, %v", applied, err)
