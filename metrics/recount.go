@@ -15,6 +15,7 @@ import (
 //	increase(edgecount_recount_rows_unrepaired_total[1h]) > 0      drift the job may not repair (Cassandra index behind)
 //	increase(edgecount_recount_errors_total[15m]) > 0              the job cannot read or write the store
 //	time() - edgecount_recount_last_pass_timestamp_seconds > 600   no pass for 10 minutes (interval 1m)
+//	edgecount_recount_count_complete == 0                          the index is not known complete: run index-migrate -repair
 func RegisterRecount(reg prometheus.Registerer, rc *rollup.Recounter) error {
 	s := rc.Stats()
 	return register(reg, []metricFunc{
@@ -33,6 +34,8 @@ func RegisterRecount(reg prometheus.Registerer, rc *rollup.Recounter) error {
 		{"edgecount_recount_verifies_total", "Counts verified by the reaction rows before raising a total (Cassandra).", false, u64(&s.Verifies)},
 		{"edgecount_recount_counts_in_progress", "Unfinished item counts kept (memory and progress file).", true, func() float64 { return float64(s.InProgress.Load()) }},
 		{"edgecount_recount_errors_total", "Recount store failures (a pass or an item); retried by the next pass.", false, u64(&s.Errors)},
+		{"edgecount_recount_count_complete", "1 when the last finished count of an item was complete, so totals are lowered as well as raised to it; 0 when not (a Cassandra keyspace of an older version until index-migrate -repair ran: totals are only raised); -1 before the first.", true,
+			func() float64 { return float64(s.CountComplete.Load()) }},
 		{"edgecount_recount_last_pass_timestamp_seconds", "Unix time at which the last recount pass ended (0 before the first).", true,
 			func() float64 { return float64(s.LastPassMillis.Load()) / 1e3 }},
 	}, nil)

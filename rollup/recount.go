@@ -191,6 +191,11 @@ type RecountStats struct {
 	// LastPassMillis is the Unix time in milliseconds at which the last
 	// pass ended (0 before the first).
 	LastPassMillis atomic.Int64
+	// CountComplete is 1 when the last finished count was complete (totals
+	// are lowered as well as raised to it), 0 when it was not (a Cassandra
+	// keyspace of an older version until index-migrate -repair ran), -1
+	// before the first.
+	CountComplete atomic.Int32
 }
 
 // ItemStatus is the outcome of recounting one item.
@@ -315,6 +320,7 @@ func NewRecounter(ru *Rollup, st RecountStore, cfg RecountConfig, logger *slog.L
 	}
 	rc := &Recounter{ru: ru, st: st, cfg: cfg, logger: logger.With("component", "recount"),
 		progress: map[string]*countProgress{}}
+	rc.stats.CountComplete.Store(-1)
 	if err := rc.loadProgress(); err != nil {
 		return nil, fmt.Errorf("cannot create recounter: %w", err)
 	}
@@ -624,6 +630,11 @@ func (rc *Recounter) count(ctx context.Context, res *ItemResult, rows []engageme
 		return false, nil
 	}
 	rc.stats.ItemsChecked.Add(1)
+	if complete {
+		rc.stats.CountComplete.Store(1)
+	} else {
+		rc.stats.CountComplete.Store(0)
+	}
 	plan, err := planRows(rows, tallies, complete, opts.AllowLower)
 	if err != nil {
 		return false, err

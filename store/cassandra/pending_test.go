@@ -182,9 +182,9 @@ func TestRecountLowersOnCassandra(t *testing.T) {
 		}
 	}
 	st := rc.Stats()
-	if st.RowsLowered.Load() != 2 || st.RowsRaised.Load() != 2 || st.RowsUnrepaired.Load() != 0 {
-		t.Errorf("rows lowered %d, raised %d, unrepaired %d; want 2, 2, 0",
-			st.RowsLowered.Load(), st.RowsRaised.Load(), st.RowsUnrepaired.Load())
+	if st.RowsLowered.Load() != 2 || st.RowsRaised.Load() != 2 || st.RowsUnrepaired.Load() != 0 || st.CountComplete.Load() != 1 {
+		t.Errorf("rows lowered %d, raised %d, unrepaired %d, count complete %d; want 2, 2, 0, 1",
+			st.RowsLowered.Load(), st.RowsRaised.Load(), st.RowsUnrepaired.Load(), st.CountComplete.Load())
 	}
 }
 

@@ -146,9 +146,15 @@ func TestRecountJobOnCassandra(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := onDemandRecounter(t, s)
+	if n := rc.Stats().CountComplete.Load(); n != -1 {
+		t.Fatalf("count complete = %d before any count; want -1", n)
+	}
 	res, err := rc.Recount(ctx, []string{content, low}, rollup.RecountOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := rc.Stats().CountComplete.Load(); n != 0 {
+		t.Fatalf("count complete = %d on a keyspace of an older version; want 0", n)
 	}
 	if res[0].Status != rollup.ItemUnrepaired || res[1].Status != rollup.ItemRepaired || res[1].Drift != 2 {
 		t.Fatalf("results = %+v; want the lagging item unrepaired and the other repaired (drift 2)", res)
