@@ -1,6 +1,7 @@
 package engagement_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,5 +113,46 @@ func TestNotWrittenBy(t *testing.T) {
 		if got := r.NotWrittenBy(c.token, c.at); got != c.want {
 			t.Errorf("%s: NotWrittenBy = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// BenchmarkWriterHistory measures what the writer history costs a reaction
+// write in the agent, besides its 8 bytes per token kept in the row: the
+// check that the row can take a write (WritersFull), the next history
+// (NextWriters) and the settle's question (NotWrittenBy), at the history
+// a row holds at a human pace (1 token), at MaxWriters, and at the cap.
+// The peer is the copy of the history alone, which any row update pays.
+func BenchmarkWriterHistory(b *testing.B) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, n := range []int{1, engagement.MaxWriters, engagement.MaxWritersKept - 2} {
+		ages := make([]time.Duration, n)
+		for i := range ages {
+			ages[i] = time.Duration(n-i) * time.Second
+		}
+		writers := history(now, ages...)
+		r := engagement.Reaction{Writers: writers}
+		b.Run(fmt.Sprintf("tokens=%d/history", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tok := engagement.NewToken(now)
+				if full, _ := engagement.WritersFull(writers, now); full {
+					b.Fatal("full")
+				}
+				next := engagement.NextWriters(writers, tok, now)
+				if r.NotWrittenBy(tok, now) == false && len(next) == 0 {
+					b.Fatal("unreachable")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("tokens=%d/copy", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out := make([]uint64, len(writers), len(writers)+1)
+				copy(out, writers)
+				if len(out) != n {
+					b.Fatal("copy")
+				}
+			}
+		})
 	}
 }
