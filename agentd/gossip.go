@@ -6,27 +6,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/edgecount/edgecount/buildinfo"
 	"github.com/edgecount/edgecount/config"
 	"github.com/edgecount/edgecount/gossip"
 	"github.com/edgecount/edgecount/region"
 )
 
-// buildVersion is the module version of this binary, told to gossip peers.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "unknown"
-}
-
 // startGossip joins the region's gossip cluster. Seeds that cannot be
 // reached yet are not an error: the node keeps trying while it is alone.
 func startGossip(ctx context.Context, cfg config.Config, httpAddr string, logger *slog.Logger) (*gossip.Node, error) {
-	gc, err := cfg.GossipConfig(buildVersion())
+	gc, err := cfg.GossipConfig(buildinfo.Read().Version) // told to the peers
 	if err != nil {
 		return nil, err
 	}
