@@ -18,8 +18,9 @@ func main() { cli.Main("edge-agent", run) }
 // run starts the node, runs it until ctx ends (a signal) or a component
 // fails, and stops it gracefully (see agentd.Node.Shutdown for the order).
 // A signal during the start-up ends it early and is a clean stop.
+// --version prints the build line and returns cli.ErrVersion.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadConfig(args, getenv, stderr)
+	cfg, err := loadConfig(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func startTestNode(t testing.TB, dir string, flush time.Duration) *agentd.Node {
 // startNodeArgs starts a node configured by flags alone.
 func startNodeArgs(t testing.TB, args ...string) *agentd.Node {
 	t.Helper()
-	cfg, err := loadConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := loadConfig(args, func(string) string { return "" }, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,18 +26,18 @@ func TestTLSConfigRules(t *testing.T) {
 	ca := testcert.NewCA(t, "rules")
 	p := ca.Server(t, "srv")
 	none := func(string) string { return "" }
-	if _, err := loadConfig([]string{"--data", t.TempDir(), "--tls-cert", p.CertFile}, none, io.Discard); err == nil ||
+	if _, err := loadConfig([]string{"--data", t.TempDir(), "--tls-cert", p.CertFile}, none, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "agent.tls: cert_file and key_file go together") {
 		t.Errorf("--tls-cert alone: %v; want refused", err)
 	}
 	if _, err := loadConfig([]string{"--http", "192.0.2.1:8443", "--data", t.TempDir(), "--tls-cert", p.CertFile, "--tls-key", p.KeyFile},
-		none, io.Discard); err == nil || !strings.Contains(err.Error(), "no token file") {
+		none, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no token file") {
 		t.Errorf("TLS on a public address without tokens: %v; want refused", err)
 	}
 	env := func(k string) string {
 		return map[string]string{"EDGECOUNT_TLS_CERT": p.KeyFile, "EDGECOUNT_TLS_KEY": p.KeyFile}[k]
 	}
-	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", t.TempDir()}, env, io.Discard)
+	cfg, err := loadConfig([]string{"--http", "127.0.0.1:0", "--data", t.TempDir()}, env, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,8 @@
 // Run it once every agent and rollup runs this version (after the copy, if
 // the keyspace still has the old table), and after any damage to the
 // index; see docs/recount.md.
+//
+// index-migrate --version prints the build line and exits.
 package main
 
 import (
@@ -46,8 +48,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&cfg.LocalDC, "local-dc", "", "data centre to send requests to first")
 	fs.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "consistency of the reads and writes")
 	repair := fs.Bool("repair", false, "repair the bucketed index from user_likes and record it complete, instead of copying the old table")
+	version := cli.DefineVersion(fs, "index-migrate", stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := version(); err != nil {
+		return err // --version: printed, nothing opened
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())

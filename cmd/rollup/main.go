@@ -43,9 +43,10 @@ func main() { cli.Main("rollup", run) }
 
 // loadConfig builds the configuration from defaults, the --config file,
 // EDGECOUNT_* variables and flags (weakest first), listing every problem.
-// The flags are the rollup's settings in config.Settings.
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
-	return cli.LoadConfig("rollup", config.RoleRollup, args, getenv, stderr)
+// The flags are the rollup's settings in config.Settings, and --version
+// (cli.ErrVersion).
+func loadConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config.Config, error) {
+	return cli.LoadConfig("rollup", config.RoleRollup, args, getenv, stdout, stderr)
 }
 
 // rollupStore is what the rollup process needs of a store.
@@ -73,7 +74,7 @@ type process struct {
 const startTimeout = 60 * time.Second
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadConfig(args, getenv, stderr)
+	cfg, err := loadConfig(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -141,7 +141,7 @@ func TestFailedComponentFailsTheProcess(t *testing.T) {
 			}
 			defer srv.Shutdown()
 			cfg, err := loadConfig([]string{"--nats", srv.ClientURL(), "--data", t.TempDir(), "--http", "127.0.0.1:0", "--owned", "0,1"},
-				func(string) string { return "" }, io.Discard)
+				func(string) string { return "" }, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -310,7 +310,7 @@ func TestRecountConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := func(k string) string { return tt.env[k] }
-			cfg, err := loadConfig([]string{"--nats", "nats://127.0.0.1:4222", "--data", t.TempDir()}, env, io.Discard)
+			cfg, err := loadConfig([]string{"--nats", "nats://127.0.0.1:4222", "--data", t.TempDir()}, env, io.Discard, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("loadConfig error = %v; want one containing %q", err, tt.wantErr)

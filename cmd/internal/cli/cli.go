@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/edgecount/edgecount/buildinfo"
 	"github.com/edgecount/edgecount/config"
 )
 
@@ -21,14 +22,37 @@ type RunFunc func(ctx context.Context, args []string, getenv func(string) string
 
 // Main runs run with the process's arguments, environment and standard
 // streams under a context that SIGINT or SIGTERM cancels, and exits: 0 after
-// a clean stop or -help, 1 with "<name>: <error>" on stderr otherwise.
+// a clean stop, -help or --version, 1 with "<name>: <error>" on stderr
+// otherwise.
 func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
+	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, ErrVersion) {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
+	}
+}
+
+// ErrVersion is returned, like flag.ErrHelp after -help, by a command
+// that was asked for --version: it printed its build line and did nothing
+// else. Main exits 0 on it.
+var ErrVersion = errors.New("version printed")
+
+// DefineVersion defines --version on fs, the flag set of the command name,
+// and returns what to call once fs is parsed: if the flag was given, it
+// prints the build's line (buildinfo.Info.Line) on stdout and returns
+// ErrVersion, before anything is read or started; else it returns nil.
+func DefineVersion(fs *flag.FlagSet, name string, stdout io.Writer) (check func() error) {
+	asked := fs.Bool("version", false, "print the build (version, revision, Go version, platform) and exit")
+	return func() error {
+		if !*asked {
+			return nil
+		}
+		if _, err := fmt.Fprintln(stdout, buildinfo.Read().Line(name)); err != nil {
+			return fmt.Errorf("cannot print the version: %w", err)
+		}
+		return ErrVersion
 	}
 }
 
@@ -46,12 +70,15 @@ func StartFailed(ctx context.Context, logger *slog.Logger, err error) error {
 // defaults, the --config file, EDGECOUNT_* variables and flags (weakest
 // first): --config, and a flag for every setting of config.Settings that
 // role's command has, with its usage from there. It validates the result
-// and lists every problem.
-func LoadConfig(name string, role config.Role, args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
+// and lists every problem. Flag errors and -help's usage go to stderr;
+// with --version it prints the build line on stdout and returns
+// ErrVersion, having read no file and no variable but EDGECOUNT_CONFIG.
+func LoadConfig(name string, role config.Role, args []string, getenv func(string) string, stdout, stderr io.Writer) (config.Config, error) {
 	cfg := config.Default()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("EDGECOUNT_CONFIG"), "YAML configuration `file`, e.g. deploy/regions/us-east.yaml (env EDGECOUNT_CONFIG)")
+	version := DefineVersion(fs, name, stdout)
 	var flags []func(*config.Config) error
 	for _, s := range config.Settings() {
 		if s.HasFlag(role) {
@@ -59,6 +86,9 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 		}
 	}
 	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if err := version(); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/edgecount/edgecount/buildinfo"
 	"github.com/edgecount/edgecount/config"
 )
 
@@ -24,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := LoadConfig("test", config.RoleAgent, tt.args, env, io.Discard)
+			cfg, err := LoadConfig("test", config.RoleAgent, tt.args, env, io.Discard, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("LoadConfig(%q) error = %v, want one containing %q", tt.args, err, tt.wantErr)
@@ -45,7 +47,7 @@ func TestLoadConfig(t *testing.T) {
 // a bad environment variable are both reported.
 func TestLoadConfigListsEveryProblem(t *testing.T) {
 	env := func(k string) string { return map[string]string{"EDGECOUNT_RECOUNT_BATCH": "many"}[k] }
-	_, err := LoadConfig("test", config.RoleRollup, []string{"--owned", "x"}, env, io.Discard)
+	_, err := LoadConfig("test", config.RoleRollup, []string{"--owned", "x"}, env, io.Discard, io.Discard)
 	for _, want := range []string{`owned: "x"`, "EDGECOUNT_RECOUNT_BATCH"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("LoadConfig error = %v, want one containing %q", err, want)
@@ -58,7 +60,7 @@ func TestLoadConfigListsEveryProblem(t *testing.T) {
 func TestLoadConfigTLS(t *testing.T) {
 	env := func(string) string { return "" }
 	args := []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem"}
-	cfg, err := LoadConfig("test", config.RoleAgent, args, env, io.Discard)
+	cfg, err := LoadConfig("test", config.RoleAgent, args, env, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestLoadConfigTLS(t *testing.T) {
 		t.Errorf("agent: agent.tls %+v, rollup.tls %+v; want the flags in agent.tls only", cfg.Agent.TLS, cfg.Rollup.TLS)
 	}
 	rollupEnv := func(k string) string { return map[string]string{"EDGECOUNT_NATS_URL": "nats://127.0.0.1:4222"}[k] }
-	cfg, err = LoadConfig("test", config.RoleRollup, args, rollupEnv, io.Discard)
+	cfg, err = LoadConfig("test", config.RoleRollup, args, rollupEnv, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestLoadConfigFlagsFromTable(t *testing.T) {
 	}
 	for _, role := range []config.Role{config.RoleAgent, config.RoleRollup} {
 		var help strings.Builder
-		if _, err := LoadConfig(role.String(), role, []string{"-h"}, func(string) string { return "" }, &help); err == nil {
+		if _, err := LoadConfig(role.String(), role, []string{"-h"}, func(string) string { return "" }, io.Discard, &help); err == nil {
 			t.Fatalf("%v -h: no error", role)
 		}
 		n := 0
@@ -107,13 +109,38 @@ func TestLoadConfigFlagsFromTable(t *testing.T) {
 				}
 				return ""
 			}
-			cfg, _ := LoadConfig(role.String(), role, []string{"--" + s.Flag, v}, env, io.Discard) // the samples need not validate
+			cfg, _ := LoadConfig(role.String(), role, []string{"--" + s.Flag, v}, env, io.Discard, io.Discard) // the samples need not validate
 			if got := s.Get(&cfg); got != v {
 				t.Errorf("%v --%s %s: %s = %q", role, s.Flag, v, s.Key, got)
 			}
 		}
 		if n == 0 {
 			t.Errorf("%v has no flags from the table", role)
+		}
+	}
+}
+
+// TestVersion: --version prints one build line on stdout and returns
+// ErrVersion before the file or the variables are read (a missing file
+// and a bad variable are not reported); --version=false loads as usual.
+func TestVersion(t *testing.T) {
+	env := func(k string) string {
+		return map[string]string{"EDGECOUNT_CONFIG": "does-not-exist.yaml", "EDGECOUNT_PARTITIONS": "many"}[k]
+	}
+	for _, role := range []config.Role{config.RoleAgent, config.RoleRollup} {
+		var stdout, stderr strings.Builder
+		_, err := LoadConfig(role.String(), role, []string{"--version"}, env, &stdout, &stderr)
+		if !errors.Is(err, ErrVersion) {
+			t.Errorf("%v --version: error %v; want ErrVersion", role, err)
+		}
+		want := buildinfo.Read().Line(role.String()) + "\n"
+		if stdout.String() != want || stderr.Len() > 0 {
+			t.Errorf("%v --version: stdout %q, stderr %q; want stdout %q alone", role, stdout.String(), stderr.String(), want)
+		}
+		stdout.Reset()
+		_, err = LoadConfig(role.String(), role, []string{"--version=false"}, env, &stdout, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "does-not-exist.yaml") || stdout.Len() > 0 {
+			t.Errorf("%v --version=false: error %v, stdout %q; want the missing file reported and nothing printed", role, err, stdout.String())
 		}
 	}
 }
