@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgecount/edgecount/agentd/agentdtest"
+	"github.com/edgecount/edgecount/buildinfo"
 	"github.com/edgecount/edgecount/client"
 	"github.com/edgecount/edgecount/config"
 )
@@ -98,7 +99,9 @@ func TestStandaloneEndToEnd(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	build := buildinfo.Read()
 	for _, want := range []string{
+		`edgecount_build_info{goversion="` + build.GoVersion + `",revision="`, `",version="` + build.Version + `"} 1`,
 		`edgecount_agent_increments_total{region="local"} 3`,
 		`edgecount_agent_reactions_changed_total{region="local"} 5`,
 		`edgecount_agent_outbox_messages{region="local"} 0`,

@@ -8,5 +8,6 @@
 // rather than panic when a name is already registered.
 //
 // NewRegistry is the registry a process serves on /metrics: the Go
-// runtime's and the process's collectors, and then the components'.
+// runtime's and the process's collectors, edgecount_build_info (which
+// build runs, package buildinfo), and then the components'.
 package metrics

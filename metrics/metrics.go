@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/edgecount/edgecount/buildinfo"
 	redisdir "github.com/edgecount/edgecount/directory/redis"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/region"
@@ -15,10 +16,12 @@ import (
 )
 
 // NewRegistry returns a process's metrics registry, with the Go runtime's
-// and the process's collectors.
+// and the process's collectors and edgecount_build_info of the running
+// binary (buildinfo.Read).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(buildinfo.Read()))
 	return reg
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgecount/edgecount/buildinfo"
 	"github.com/edgecount/edgecount/internal/testenv"
 	"github.com/edgecount/edgecount/natsjs"
 	"github.com/edgecount/edgecount/partial"
@@ -74,8 +75,14 @@ func TestRollupProcess(t *testing.T) {
 	if got := get(t, base+"/readyz"); !strings.Contains(got, "ready") {
 		t.Fatalf("readyz = %s", got)
 	}
-	if got := get(t, base+"/metrics"); !strings.Contains(got, "edgecount_recount_drift_repaired_total 0") {
-		t.Fatalf("metrics lack the recount's:\n%s", got)
+	build := buildinfo.Read()
+	for _, want := range []string{
+		"edgecount_recount_drift_repaired_total 0",
+		`edgecount_build_info{goversion="` + build.GoVersion + `",revision="`, `",version="` + build.Version + `"} 1`,
+	} {
+		if got := get(t, base+"/metrics"); !strings.Contains(got, want) {
+			t.Fatalf("metrics lack %s:\n%s", want, got)
+		}
 	}
 	// The admin route: a malformed id is refused, an unknown one reported.
 	for _, c := range []struct {
