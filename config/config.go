@@ -39,6 +39,9 @@ type Config struct {
 	Partitions int `yaml:"partitions"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is how log records are written: text (LogText, key=value
+	// lines) or json (LogJSON, one object a line).
+	LogFormat string `yaml:"log_format"`
 
 	Agent     Agent     `yaml:"agent"`
 	Rollup    Rollup    `yaml:"rollup"`
@@ -435,6 +438,7 @@ func Default() Config {
 		Region:     defaultRegion,
 		Partitions: region.DefaultConfig(defaultRegion, "").Partitions,
 		LogLevel:   defaultLogLevel,
+		LogFormat:  LogText,
 		Agent:      defaultAgent(),
 		Rollup: Rollup{
 			HTTP: defaultRollupHTTP, Data: defaultRollupData, Recount: defaultRecount(),
@@ -585,7 +589,7 @@ func (c Config) authErrors(role Role) []error {
 }
 
 // processErrors checks what every process has: the regions and the log
-// level.
+// level and format.
 func (c Config) processErrors() []error {
 	var errs []error
 	for _, r := range c.Regions {
@@ -596,6 +600,9 @@ func (c Config) processErrors() []error {
 	var l levelText
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.LogFormat != LogText && c.LogFormat != LogJSON {
+		errs = append(errs, fmt.Errorf("log_format %q: want %s or %s", c.LogFormat, LogText, LogJSON))
 	}
 	return errs
 }

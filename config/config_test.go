@@ -74,7 +74,7 @@ func TestBadFixtures(t *testing.T) {
 		{"bad-type.yaml", RoleAgent, []string{"cannot parse config", "many"}},
 		{"bad-values.yaml", RoleAgent, []string{
 			`agent.http "nonsense"`, `"bad region" is not a valid region`, "partitions 0", "flush interval 1ms",
-			`log_level "loud"`, `region "Global"`, `redis.addr "redis"`, "needs an external NATS"}},
+			`log_level "loud"`, `log_format "xml": want text or json`, `region "Global"`, `redis.addr "redis"`, "needs an external NATS"}},
 		{"bad-cassandra.yaml", RoleAgent, []string{"keyspace", "SOMETIMES", "both a factor and data centres"}},
 		{"bad-cassandra-dc.yaml", RoleAgent, []string{"cassandra:", "replication names 2 data centres",
 			"username and password", "tls ca file: open testdata/tls/missing.pem"}},

@@ -14,6 +14,7 @@ func TestDefaultValues(t *testing.T) {
 		Region:     "local",
 		Partitions: 16,
 		LogLevel:   "info",
+		LogFormat:  "text",
 		Agent: Agent{
 			HTTP: "127.0.0.1:8080", Data: "./data",
 			FlushInterval: time.Second, CacheTTL: 100 * time.Millisecond, CacheTTLPushed: 5 * time.Second,

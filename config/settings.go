@@ -158,6 +158,9 @@ var settings = []Setting{
 	{Key: "log_level", Env: "EDGECOUNT_LOG_LEVEL", Flag: "log-level", FlagRoles: everyFlag,
 		Meaning: "log `level`: debug, info, warn or error",
 		field:   stringField(func(c *Config) *string { return &c.LogLevel })},
+	{Key: "log_format", Env: "EDGECOUNT_LOG_FORMAT", Flag: "log-format", FlagRoles: everyFlag,
+		Meaning: "log `format`: text (key=value lines) or json (one object a line)",
+		field:   stringField(func(c *Config) *string { return &c.LogFormat })},
 
 	{Key: "agent.http", Env: "EDGECOUNT_HTTP", Flag: "http", FlagRoles: agentFlag,
 		Meaning: "HTTP listen `address` of the agent's API",

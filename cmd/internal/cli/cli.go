@@ -134,8 +134,14 @@ func setGiven(c *config.Config, s config.Setting, given bool, v string) error {
 	return s.Set(c, s.Flag, v)
 }
 
-// Logger returns the process logger: text lines on w at the configured
-// level.
+// Logger returns the process logger: records at the configured level
+// (log_level) on w, as key=value lines or, with log_format json, as one
+// JSON object a line. cfg is validated (LoadConfig): any format but json
+// is text.
 func Logger(w io.Writer, cfg config.Config) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: cfg.Level()}))
+	opts := &slog.HandlerOptions{Level: cfg.Level()}
+	if cfg.LogFormat == config.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

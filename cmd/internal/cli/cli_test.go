@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -143,4 +146,95 @@ func TestVersion(t *testing.T) {
 			t.Errorf("%v --version=false: error %v, stdout %q; want the missing file reported and nothing printed", role, err, stdout.String())
 		}
 	}
+}
+
+// TestLogger: each log format writes records a reader of that format
+// parses (json: one object a line; text: key=value lines), at the
+// configured level; a format that is neither is refused naming
+// log_format, from a flag or the environment.
+func TestLogger(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, format := range []string{"json", "text"} {
+		t.Run(format, func(t *testing.T) {
+			cfg, err := LoadConfig("test", config.RoleAgent, []string{"--log-format", format, "--log-level", "info"}, none, io.Discard, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			logger := Logger(&out, cfg).With("component", "test")
+			logger.Debug("not shown")
+			logger.Info("started", "region", "local", "note", `quoted "text" and spaces`)
+			logger.Warn("second", "n", 2)
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("%d lines; want 2 (debug is below the level):\n%s", len(lines), out.String())
+			}
+			for i, want := range []map[string]string{
+				{"level": "INFO", "msg": "started", "component": "test", "region": "local", "note": `quoted "text" and spaces`},
+				{"level": "WARN", "msg": "second", "component": "test", "n": "2"},
+			} {
+				got := parseLine(t, format, lines[i])
+				for k, v := range want {
+					if got[k] != v {
+						t.Errorf("line %d %q: %s = %q; want %q", i, lines[i], k, got[k], v)
+					}
+				}
+				if got["time"] == "" {
+					t.Errorf("line %d %q has no time", i, lines[i])
+				}
+			}
+		})
+	}
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"--log-format", "xml"}, nil},
+		{nil, map[string]string{"EDGECOUNT_LOG_FORMAT": "xml"}},
+	} {
+		_, err := LoadConfig("test", config.RoleRollup, append(tt.args, "--nats", "nats://127.0.0.1:4222"),
+			func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `log_format "xml": want text or json`) {
+			t.Errorf("LoadConfig(%q, env %v) error = %v; want log_format \"xml\" refused", tt.args, tt.env, err)
+		}
+	}
+}
+
+// parseLine reads one log line of format into its keys and values: json
+// with encoding/json, text as slog's TextHandler writes it (key=value,
+// a value quoted with strconv.Quote when it needs to be).
+func parseLine(t *testing.T, format, line string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if format == "json" {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("json line %q does not decode: %v", line, err)
+		}
+		for k, v := range m {
+			out[k] = fmt.Sprint(v)
+		}
+		return out
+	}
+	for rest := line; rest != ""; {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok || key == "" || strings.ContainsAny(key, " \"") {
+			t.Fatalf("text line %q: no key=value at %q", line, rest)
+		}
+		var value string
+		if strings.HasPrefix(after, `"`) {
+			q, err := strconv.QuotedPrefix(after)
+			if err != nil {
+				t.Fatalf("text line %q: bad quoted value at %q: %v", line, after, err)
+			}
+			value, _ = strconv.Unquote(q)
+			after = after[len(q):]
+		} else {
+			value, after, _ = strings.Cut(after, " ")
+			after = " " + after
+		}
+		out[key] = value
+		rest = strings.TrimPrefix(after, " ")
+	}
+	return out
 }
