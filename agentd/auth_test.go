@@ -23,11 +23,11 @@ const (
 	adminToken = "admin-CANARY-01234567890"
 )
 
-// TestAuthTokens runs a standalone agent with a token file: every /v1 and
-// /admin route needs a token with its scope (401 without, 403 with the
-// wrong one, both in the API's error shape naming Authorization), health
-// stays open, /metrics needs read, SIGHUP reloads the file, and no token
-// ever reaches the log.
+// TestAuthTokens runs a standalone agent with a token file and
+// debug.pprof: every /v1, /admin and /debug/pprof route needs a token with
+// its scope (401 without, 403 with the wrong one, both in the API's error
+// shape naming Authorization), health stays open, /metrics needs read,
+// SIGHUP reloads the file, and no token ever reaches the log.
 func TestAuthTokens(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
@@ -37,7 +37,9 @@ func TestAuthTokens(t *testing.T) {
 		}
 	}
 	writeFile("# test tokens\n" + writeToken + " write lb\n" + readToken + " read timeline\n" + adminToken + " admin ops\n")
-	cfg := testConfig(t, filepath.Join(dir, "data"), 0, func(cfg *config.Config) { cfg.Auth.TokensFile = tokens })
+	cfg := testConfig(t, filepath.Join(dir, "data"), 0, func(cfg *config.Config) {
+		cfg.Auth.TokensFile, cfg.Debug.Pprof = tokens, true
+	})
 	logs := &testenv.Buffer{}
 	n, err := Start(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
@@ -84,6 +86,12 @@ func TestAuthTokens(t *testing.T) {
 		{"GET", "/readyz", "", "", 200},
 		{"GET", "/metrics", "", "", 401},
 		{"GET", "/metrics", readToken, "", 200},
+		{"GET", "/debug/pprof/", "", "", 401},
+		{"GET", "/debug/pprof/", readToken, "", 403},
+		{"GET", "/debug/pprof/", writeToken, "", 403},
+		{"GET", "/debug/pprof/", adminToken, "", 200},
+		{"GET", "/debug/pprof/cmdline", readToken, "", 403},
+		{"GET", "/debug/pprof/cmdline", adminToken, "", 200},
 	}
 	for _, tt := range tests {
 		status, body, h := do(tt.method, tt.path, tt.token, tt.body)

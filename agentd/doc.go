@@ -35,8 +35,9 @@
 //  8. joinGossip: the region's gossip cluster (with gossip.bind; after the
 //     listener, whose address the peers learn);
 //  9. registerMetrics: the parts' metrics on the node's registry;
-//  10. buildHTTP: the API's handler and routes, the bearer-token check
-//     (auth) and the server.
+//  10. buildHTTP: the API's handler and routes (with debug.pprof, the
+//     profiles under /debug/pprof/), the bearer-token check (auth) and
+//     the server.
 //
 // The HTTP server, the in-process rollup and the gossip broadcaster then
 // run on goroutines under one errgroup; Failed is done when one of them

@@ -379,9 +379,10 @@ func (n *Node) registerMetrics(context.Context) error {
 }
 
 // buildHTTP builds the HTTP server: the API's handler with /metrics, the
-// cluster route (with gossip) and the in-process rollup's admin routes
-// (standalone; keep the address private), behind the bearer-token check,
-// served with the certificate of loadTLS.
+// cluster route (with gossip), the in-process rollup's admin routes
+// (standalone; keep the address private) and, with debug.pprof, the
+// profiles under /debug/pprof/, behind the bearer-token check (admin scope
+// for both), served with the certificate of loadTLS.
 func (n *Node) buildHTTP(context.Context) error {
 	var routes []httpapi.Option
 	if n.gossip != nil {
@@ -394,6 +395,10 @@ func (n *Node) buildHTTP(context.Context) error {
 		promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}), n.reg, n.logger, routes...)
 	if err != nil {
 		return err
+	}
+	if n.cfg.Debug.Pprof {
+		handler = httpapi.Profiling(handler)
+		n.logger.Info("serving profiles (debug.pprof)", "component", "edge-agent", "path", httpapi.ProfilingPrefix)
 	}
 	handler, tokens, err := listener.Authenticate(n.cfg.Auth, n.cfg.Agent.HTTP, handler, n.reg, n.logger)
 	if err != nil {

@@ -199,7 +199,8 @@ func TestStartFailureReleasesEverything(t *testing.T) {
 // TestStandaloneRoutes: the process's routes in front of the API leave the
 // API's own answers alone (a non-canonical path is its JSON 400, not a
 // redirect), serve the admin routes of the in-process rollup, and answer
-// /v1/cluster without gossip with a JSON 404 (405 for other methods).
+// /v1/cluster without gossip with a JSON 404 (405 for other methods);
+// without debug.pprof, /debug/pprof/ is the API's 404.
 func TestStandaloneRoutes(t *testing.T) {
 	n := startTestNode(t, t.TempDir(), time.Second)
 	defer shutdown(t, n)
@@ -216,6 +217,8 @@ func TestStandaloneRoutes(t *testing.T) {
 		{"POST", "/v1/cluster", 405, `"error":"method POST is not allowed"`},
 		{"POST", "/admin/recount?id=nothing-here", 200, `"status":"unknown"`},
 		{"GET", "/v1/nothing", 404, `"error"`},
+		{"GET", "/debug/pprof/", 404, `"error"`},
+		{"GET", "/debug/pprof/cmdline", 404, `"error"`},
 	}
 	for _, tt := range tests {
 		req, err := http.NewRequest(tt.method, base+tt.path, nil)

@@ -279,8 +279,9 @@ func Loopback(listen string) bool {
 // RouteScope returns the scope a request needs: none for /healthz and
 // /readyz, the dashboard page (GET or HEAD /: it holds no data; what it
 // shows it fetches with the user's token) and /metrics when openMetrics,
-// admin for /admin/…, write for POSTs under /v1/, read for every other
-// request.
+// admin for /admin/… and /debug/… (the profiles: they show the process's
+// memory and command line), write for POSTs under /v1/, read for every
+// other request.
 func RouteScope(method, path string, openMetrics bool) (Scope, bool) {
 	switch {
 	case path == "/healthz" || path == "/readyz":
@@ -289,7 +290,7 @@ func RouteScope(method, path string, openMetrics bool) (Scope, bool) {
 		return 0, false
 	case path == "/metrics":
 		return Read, !openMetrics
-	case strings.HasPrefix(path, "/admin/"):
+	case strings.HasPrefix(path, "/admin/"), path == "/debug", strings.HasPrefix(path, "/debug/"):
 		return Admin, true
 	case strings.HasPrefix(path, "/v1/") && method == http.MethodPost:
 		return Write, true

@@ -51,6 +51,17 @@ type Config struct {
 	Trending  Trending  `yaml:"trending"`
 	Gossip    Gossip    `yaml:"gossip"`
 	Auth      Auth      `yaml:"auth"`
+	Debug     Debug     `yaml:"debug"`
+}
+
+// Debug turns on what helps to diagnose a running process, off by
+// default.
+type Debug struct {
+	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on the
+	// process's HTTP listener (agent.http, rollup.http; httpapi.Profiling).
+	// With a token file they need the admin scope; without one they are
+	// as open as the rest of the API. Off, /debug/pprof/ is a 404.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Auth configures who may call the HTTP API (package auth). In YAML it is

@@ -498,6 +498,10 @@ var settings = []Setting{
 	{Key: "auth.open_metrics",
 		Meaning: "serve /metrics without a token",
 		field:   boolField(func(c *Config) *bool { return &c.Auth.OpenMetrics })},
+
+	{Key: "debug.pprof", Env: "EDGECOUNT_DEBUG_PPROF", Flag: "debug-pprof", FlagRoles: everyFlag,
+		Meaning: "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener; with auth.tokens_file they need the admin scope",
+		field:   boolField(func(c *Config) *bool { return &c.Debug.Pprof })},
 }
 
 // describe returns an unset that says what a zero value means in words:

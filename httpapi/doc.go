@@ -8,7 +8,9 @@
 // over fasthttp's connections as pooled net/http requests; the handlers
 // take its fast paths (a whole answer appended to its buffer, the body
 // without a copy, the headers they read) through interfaces declared here,
-// and serve under net/http's server as well.
+// and serve under net/http's server as well. Profiling puts Go's profiles
+// (net/http/pprof, under /debug/pprof/) in front of either process's
+// handler; they answer as that package does, outside the invariants below.
 //
 // Invariants:
 //   - A rejected request writes nothing: a body is decoded and every field

@@ -7,8 +7,10 @@
 //
 // It also runs the recount job over the partitions it owns (settings
 // rollup.recount.*) and serves, next to /healthz, /readyz and /metrics,
-// POST /admin/recount for an on-demand recount of given ids. The admin
-// route has no authentication: keep the rollup's HTTP address private.
+// POST /admin/recount for an on-demand recount of given ids and, with
+// debug.pprof, Go's profiles under /debug/pprof/. With a token file
+// (auth.tokens_file) both need the admin scope; without one the rollup
+// runs open, on a loopback address only unless auth: none.
 package main
 
 import (
@@ -164,6 +166,10 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	}, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), p.proc.Recounter(), logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Debug.Pprof {
+		handler = httpapi.Profiling(handler)
+		logger.Info("serving profiles (debug.pprof)", "path", httpapi.ProfilingPrefix)
 	}
 	if handler, p.tokens, err = listener.Authenticate(cfg.Auth, cfg.Rollup.HTTP, handler, reg, logger); err != nil {
 		return nil, err

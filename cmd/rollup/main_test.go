@@ -23,8 +23,9 @@ import (
 )
 
 // TestRollupProcess runs the rollup command against a real NATS server
-// over TCP: it consumes what an agent published, serves health and
-// metrics, stops on cancel, and leaves the totals in its store.
+// over TCP: it consumes what an agent published, serves health, metrics
+// and (--debug-pprof, open on loopback) the profiles, stops on cancel, and
+// leaves the totals in its store.
 func TestRollupProcess(t *testing.T) {
 	srv, err := natsjs.StartServer(natsjs.ServerConfig{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, SyncAlways: true})
 	if err != nil {
@@ -58,7 +59,7 @@ func TestRollupProcess(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(rctx, []string{"--nats", srv.ClientURL(), "--data", data, "--http", "127.0.0.1:0"}, func(string) string { return "" }, pw, io.Discard)
+		done <- run(rctx, []string{"--nats", srv.ClientURL(), "--data", data, "--http", "127.0.0.1:0", "--debug-pprof"}, func(string) string { return "" }, pw, io.Discard)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -82,6 +83,11 @@ func TestRollupProcess(t *testing.T) {
 	} {
 		if got := get(t, base+"/metrics"); !strings.Contains(got, want) {
 			t.Fatalf("metrics lack %s:\n%s", want, got)
+		}
+	}
+	for path, want := range map[string]string{"/debug/pprof/": "Types of profiles available", "/debug/pprof/goroutine?debug=1": "goroutine profile:"} {
+		if got := get(t, base+path); !strings.Contains(got, want) {
+			t.Fatalf("GET %s = %.300q; want the profile (%s)", path, got, want)
 		}
 	}
 	// The admin route: a malformed id is refused, an unknown one reported.

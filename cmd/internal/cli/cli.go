@@ -108,12 +108,19 @@ func LoadConfig(name string, role config.Role, args []string, getenv func(string
 }
 
 // defineFlag defines s's flag on fs and returns what applies it. A
-// duration or an integer is parsed by package flag, so a malformed one
-// fails the parse; any other value is parsed when applied, with every other
-// problem. A flag left at its zero value ("", 0) leaves the setting as the
-// file and the environment made it.
+// duration, an integer or a bool is parsed by package flag, so a malformed
+// one fails the parse; any other value is parsed when applied, with every
+// other problem. A flag left at its zero value ("", 0) leaves the setting
+// as the file and the environment made it. A bool flag is given alone
+// (--debug-pprof) or with its value (--debug-pprof=false, which turns off
+// what the file or the environment turned on); not given, it leaves the
+// setting alone.
 func defineFlag(fs *flag.FlagSet, s config.Setting) (apply func(*config.Config) error) {
 	switch s.Kind() {
+	case config.KindBool:
+		b := new(boolFlag)
+		fs.Var(b, s.Flag, s.Usage())
+		return func(c *config.Config) error { return setGiven(c, s, b.given, strconv.FormatBool(b.value)) }
 	case config.KindDuration:
 		d := fs.Duration(s.Flag, 0, s.Usage())
 		return func(c *config.Config) error { return setGiven(c, s, *d != 0, d.String()) }
@@ -124,6 +131,21 @@ func defineFlag(fs *flag.FlagSet, s config.Setting) (apply func(*config.Config) 
 		v := fs.String(s.Flag, "", s.Usage())
 		return func(c *config.Config) error { return setGiven(c, s, *v != "", *v) }
 	}
+}
+
+// boolFlag is a bool flag that knows whether it was given.
+type boolFlag struct{ given, value bool }
+
+func (b *boolFlag) String() string   { return strconv.FormatBool(b.value) }
+func (b *boolFlag) IsBoolFlag() bool { return true } // --name alone is --name=true
+
+func (b *boolFlag) Set(v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false") // package flag names the flag and the value
+	}
+	b.given, b.value = true, x
+	return nil
 }
 
 // setGiven sets s in c to v if the flag was given a value.

@@ -85,7 +85,7 @@ func TestLoadConfigTLS(t *testing.T) {
 // setting over the environment.
 func TestLoadConfigFlagsFromTable(t *testing.T) {
 	samples := map[config.Kind]string{
-		config.KindString: "x-1", config.KindDuration: "1m30s", config.KindInt: "7",
+		config.KindString: "x-1", config.KindDuration: "1m30s", config.KindInt: "7", config.KindBool: "true",
 		config.KindPartitions: "0,3", config.KindHubSources: "us=us,eu=eu/E",
 	}
 	for _, role := range []config.Role{config.RoleAgent, config.RoleRollup} {
@@ -112,7 +112,7 @@ func TestLoadConfigFlagsFromTable(t *testing.T) {
 				}
 				return ""
 			}
-			cfg, _ := LoadConfig(role.String(), role, []string{"--" + s.Flag, v}, env, io.Discard, io.Discard) // the samples need not validate
+			cfg, _ := LoadConfig(role.String(), role, []string{"--" + s.Flag + "=" + v}, env, io.Discard, io.Discard) // the samples need not validate
 			if got := s.Get(&cfg); got != v {
 				t.Errorf("%v --%s %s: %s = %q", role, s.Flag, v, s.Key, got)
 			}
@@ -237,4 +237,37 @@ func parseLine(t *testing.T, format, line string) map[string]string {
 		rest = strings.TrimPrefix(after, " ")
 	}
 	return out
+}
+
+// TestBoolFlag: a bool setting's flag is given alone or with its value,
+// overrides the environment either way, and leaves it alone when not
+// given; a value that is not a bool fails the parse naming the flag.
+func TestBoolFlag(t *testing.T) {
+	tests := []struct {
+		args    []string
+		env     string
+		want    bool
+		wantErr string
+	}{
+		{nil, "", false, ""},
+		{nil, "true", true, ""},
+		{[]string{"--debug-pprof"}, "", true, ""},
+		{[]string{"--debug-pprof=true"}, "false", true, ""},
+		{[]string{"--debug-pprof=false"}, "true", false, ""},
+		{[]string{"--debug-pprof=maybe"}, "", false, `invalid boolean value "maybe" for -debug-pprof`},
+		{nil, "maybe", false, `EDGECOUNT_DEBUG_PPROF: strconv.ParseBool: parsing "maybe": invalid syntax`},
+	}
+	for _, tt := range tests {
+		env := func(k string) string { return map[string]string{"EDGECOUNT_DEBUG_PPROF": tt.env}[k] }
+		cfg, err := LoadConfig("test", config.RoleAgent, tt.args, env, io.Discard, io.Discard)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("LoadConfig(%q, env %q) error = %v; want one containing %q", tt.args, tt.env, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || cfg.Debug.Pprof != tt.want {
+			t.Errorf("LoadConfig(%q, env %q) = debug.pprof %v, %v; want %v", tt.args, tt.env, cfg.Debug.Pprof, err, tt.want)
+		}
+	}
 }
