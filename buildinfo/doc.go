@@ -12,7 +12,9 @@
 //
 // The commands print Info.Line on --version, and package metrics exports
 // it as edgecount_build_info. What is not recorded (a test binary, a build
-// with -buildvcs=false) reads as Unknown rather than as a guess.
+// with -buildvcs=false or in a linked git worktree, which the go command
+// does not stamp: golang/go#58218) reads as Unknown rather than as a
+// guess.
 //
 // Read's result never changes within a process; Read and Info's methods
 // are safe for concurrent use.
