@@ -174,7 +174,10 @@ type load struct {
 	// sent counts each item's increments before their batch is sent
 	// (attempted only after its answer), for reads during the run: no
 	// count may exceed it.
-	sent   map[string]int64
+	sent map[string]int64
+	// rxSent counts each reaction item's like and dislike writes before
+	// they are sent: no like or dislike total read may exceed them.
+	rxSent map[string]*[2]int64
 	ackedN map[string]int64
 	pairs  map[pair]*pairState
 	stats  loadStats
@@ -193,6 +196,7 @@ func newLoad(cfg loadConfig, urls []string) *load {
 		downUntil: make([]atomic.Int64, len(urls)),
 		attempted: map[string]int64{},
 		sent:      map[string]int64{},
+		rxSent:    map[string]*[2]int64{},
 		ackedN:    map[string]int64{},
 		pairs:     map[pair]*pairState{},
 		stopCh:    make(chan struct{}),
@@ -206,6 +210,7 @@ func newLoad(cfg loadConfig, urls []string) *load {
 	}
 	for i := range cfg.rxItems {
 		l.rxItems = append(l.rxItems, fmt.Sprintf("r%d", i))
+		l.rxSent[l.rxItems[i]] = new([2]int64)
 	}
 	for i := range cfg.users {
 		l.users = append(l.users, fmt.Sprintf("u%02d", i))
@@ -361,6 +366,14 @@ func (l *load) react(user string) {
 		case <-time.After(l.cfg.pace):
 		}
 		r := reaction{user, l.rxItems[rand.IntN(len(l.rxItems))], actions[rand.IntN(len(actions))]}
+		l.mu.Lock()
+		switch r.Action {
+		case "like":
+			l.rxSent[r.Content][0]++
+		case "dislike":
+			l.rxSent[r.Content][1]++
+		}
+		l.mu.Unlock()
 		o := refused
 		for range l.urls {
 			i := l.pick()
