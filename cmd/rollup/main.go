@@ -109,12 +109,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 			p.close()
 		}
 	}()
-	if len(cfg.Cassandra.Hosts) > 0 {
-		p.st, err = cassandra.Open(ctx, cfg.CassandraConfig())
-	} else {
-		p.st, err = embedded.OpenDir(cfg.Rollup.Data)
-	}
-	if err != nil {
+	if p.st, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if p.bus, err = natsjs.Dial(cfg.ConnConfig("rollup"), logger); err != nil {
@@ -184,6 +179,24 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Rollup.HTTP, err)
 	}
 	return p, nil
+}
+
+// openStore opens the Cassandra store cfg names, or the embedded one under
+// the data directory. On error the store is nil, not a nil pointer in the
+// interface (which close would call).
+func openStore(ctx context.Context, cfg config.Config) (rollupStore, error) {
+	if len(cfg.Cassandra.Hosts) > 0 {
+		st, err := cassandra.Open(ctx, cfg.CassandraConfig())
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := embedded.OpenDir(cfg.Rollup.Data)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // httpStopTimeout bounds the wait for HTTP requests in flight at stop.

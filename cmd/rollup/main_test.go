@@ -347,3 +347,33 @@ func TestRecountConfig(t *testing.T) {
 // TestMain checks that the tests leave no goroutine behind but fasthttp's
 // Date clock (testenv.FasthttpDate).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.FasthttpDate) }
+
+// TestStartWithoutCassandra: a rollup whose Cassandra does not answer
+// fails its start with the store's error when the start-up ends, and
+// closes what it opened (a nemesis run saw it panic instead: the failed
+// Open left a nil *cassandra.Store in the store interface, and the clean-up
+// called its Close).
+func TestStartWithoutCassandra(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every connect is refused
+	env := map[string]string{"EDGECOUNT_CASSANDRA_HOSTS": addr}
+	cfg, err := loadConfig([]string{"--nats", "nats://127.0.0.1:1", "--data", t.TempDir(), "--http", "127.0.0.1:0"},
+		func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	p, err := start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		p.close()
+		t.Fatal("start succeeded without Cassandra")
+	}
+	if !strings.Contains(err.Error(), "cannot open cassandra store at "+addr) {
+		t.Fatalf("start = %v; want the store's error naming %s", err, addr)
+	}
+}

@@ -417,10 +417,15 @@ func createSession(ctx context.Context, cluster *gocql.ClusterConfig, localDC st
 	}
 }
 
-// loginRefused reports whether err says the credentials were refused.
+// loginRefused reports whether err says the credentials were refused
+// (Cassandra's "Provided username … and/or password are incorrect"), or
+// that the node asks for an authenticator the driver will not use. A node
+// that cannot read its roles ("Unable to perform authentication: Cannot
+// achieve consistency level QUORUM", while another DC's replica of
+// system_auth is down) has not refused the login: that is tried again.
 func loginRefused(err error) bool {
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "password") || strings.Contains(msg, "authentic") || strings.Contains(msg, "credential")
+	msg := err.Error()
+	return strings.Contains(msg, "password are incorrect") || strings.Contains(msg, "unexpected authenticator")
 }
 
 // init creates the schema and prepares the statements.

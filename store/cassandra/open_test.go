@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -51,5 +52,27 @@ func TestOpenTriesAgain(t *testing.T) {
 	defer d.mu.Unlock()
 	if d.dials <= d.refuse {
 		t.Fatalf("%d dials; want more than the %d refused", d.dials, d.refuse)
+	}
+}
+
+// TestLoginRefused: only a refused login ends Open's retries. The messages
+// are the ones Cassandra 5 sent here: a wrong password, and a node of dc2
+// that could not read its roles while dc1's replica of system_auth was
+// frozen (a nemesis run; the agent's start failed on the first try).
+func TestLoginRefused(t *testing.T) {
+	tests := []struct {
+		msg  string
+		want bool
+	}{
+		{"gocql: unable to create session: unable to discover protocol version: Provided username edgecount_test and/or password are incorrect", true},
+		{`unexpected authenticator "com.example.Kerberos"`, true},
+		{"gocql: unable to create session: unable to discover protocol version: Unable to perform authentication: Cannot achieve consistency level QUORUM", false},
+		{"gocql: unable to create session: unable to connect to initial hosts: host was filtered: 127.0.0.12 (92af061e-16ff-49af-973a-7dca5c13e146)", false},
+		{"gocql: unable to create session: unable to discover protocol version: dial tcp 127.0.0.11:9042: i/o timeout", false},
+	}
+	for _, tt := range tests {
+		if got := loginRefused(errors.New(tt.msg)); got != tt.want {
+			t.Errorf("loginRefused(%q) = %v; want %v", tt.msg, got, tt.want)
+		}
 	}
 }
