@@ -237,6 +237,9 @@ type nemesis struct {
 	// ambiguous counts the ambiguous settles in the logs of the agents
 	// killed so far (a restart starts a new log).
 	ambiguous int
+	// starting holds, per agent or rollup being restarted, a channel
+	// closed when its restart has ended.
+	starting map[string]chan struct{}
 }
 
 // countLogs counts the lines with msg in the running agents' logs.
@@ -251,7 +254,7 @@ func (n *nemesis) countLogs(msg string) int {
 }
 
 func newNemesis(t *testing.T, s *regionSystem, redis *server, nodes map[int]int) *nemesis {
-	return &nemesis{t: t, s: s, redis: redis, nodes: nodes}
+	return &nemesis{t: t, s: s, redis: redis, nodes: nodes, starting: map[string]chan struct{}{}}
 }
 
 // step is one action of a schedule: a fault's injection or its heal.
@@ -280,20 +283,67 @@ func (n *nemesis) run(plan []nemesisFault) {
 		}
 		n.t.Logf("nemesis %6.1fs: %s %s", time.Since(began).Seconds(), map[bool]string{false: "inject", true: "heal  "}[st.heal], st.f)
 	}
+	for key := range n.starting {
+		n.settle(key)
+	}
+	if n.t.Failed() {
+		n.t.FailNow()
+	}
 }
+
+// restart runs launch, the restart of the process key names, on a
+// goroutine of its own: a process waits at start for what it needs (an
+// agent or a rollup opens its Cassandra session), and a heal due meanwhile
+// may be what it waits for (a frozen node's SIGCONT). A failed restart
+// fails the test when the schedule ends; the process stays down until then.
+func (n *nemesis) restart(key string, launch func() error) {
+	done := make(chan struct{})
+	n.starting[key] = done
+	go func() {
+		defer close(done)
+		if err := launch(); err != nil {
+			n.t.Errorf("nemesis: restart of %s failed: %v", key, err)
+		}
+	}()
+}
+
+// settle waits until the restart of key, if one runs, has ended: before
+// the next action on its process.
+func (n *nemesis) settle(key string) {
+	if done, ok := n.starting[key]; ok {
+		<-done
+		delete(n.starting, key)
+	}
+}
+
+// agentKey and rollupKey name an agent's and a rollup's restarts.
+func agentKey(i int) string  { return fmt.Sprintf("agent %d", i) }
+func rollupKey(i int) string { return fmt.Sprintf("rollup %d", i) }
 
 func (n *nemesis) inject(f nemesisFault) {
 	s := n.s
 	switch f.kind {
 	case faultAgentKill:
+		n.settle(agentKey(f.target))
 		a := s.agents[f.target]
+		if a.p == nil {
+			return // its restart failed: the test fails at the end
+		}
 		kill(n.t, a.p)
 		n.ambiguous += strings.Count(a.p.stderr.String(), "reaction outcome ambiguous")
 		a.p = nil
 	case faultRollupKill:
+		n.settle(rollupKey(f.target))
+		if s.rollups[f.target] == nil {
+			return
+		}
 		kill(n.t, s.rollups[f.target])
 		s.rollups[f.target] = nil
 	case faultRollupStop:
+		n.settle(rollupKey(f.target))
+		if s.rollups[f.target] == nil {
+			return
+		}
 		signal(n.t, s.rollups[f.target].cmd.Process.Pid, syscall.SIGSTOP)
 	case faultBrokerKill:
 		s.b.regions[topologyRegions[f.target]].kill()
@@ -312,10 +362,13 @@ func (n *nemesis) heal(f nemesisFault) {
 	s := n.s
 	switch f.kind {
 	case faultAgentKill:
-		s.startAgent(f.target)
+		n.restart(agentKey(f.target), func() error { return s.launchAgent(f.target) })
 	case faultRollupKill:
-		s.startRollup(f.target)
+		n.restart(rollupKey(f.target), func() error { return s.launchRollup(f.target) })
 	case faultRollupStop:
+		if s.rollups[f.target] == nil {
+			return
+		}
 		signal(n.t, s.rollups[f.target].cmd.Process.Pid, syscall.SIGCONT)
 	case faultBrokerKill:
 		s.b.regions[topologyRegions[f.target]].start()

@@ -73,33 +73,43 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 // startEnv is start with env added to the process's environment.
 func startEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
+	p, err := launch(t, name, env, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// launch starts bin and waits for its start line, which names its HTTP
+// address. It fails no test itself, so it may run on any goroutine.
+func launch(t *testing.T, name string, env []string, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	// Info: shown only when a test fails, and then the more the better.
 	cmd.Env = append(append(os.Environ(), "EDGECOUNT_LOG_LEVEL=info"), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &proc{t: t, name: name, cmd: cmd, stderr: new(testenv.Buffer), done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
+	i := strings.Index(line, "http://")
+	if err != nil || i < 0 {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("%s: no start line: %v\n%s", name, err, p.stderr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: no start line: %v\n%s", name, err, p.stderr)
+		}
+		return nil, fmt.Errorf("%s: start line %q has no address", name, line)
 	}
 	go io.Copy(io.Discard, stdout)
 	go func() { p.done <- cmd.Wait() }()
-	i := strings.Index(line, "http://")
-	if i < 0 {
-		t.Fatalf("%s: start line %q has no address", name, line)
-	}
 	p.base = strings.Fields(line[i:])[0]
 	t.Cleanup(func() { p.stop() })
-	return p
+	return p, nil
 }
 
 // stop sends SIGTERM and requires a clean exit 0.

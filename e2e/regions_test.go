@@ -738,15 +738,35 @@ cassandra:
 // startAgent starts agent i on its address, id and data directory.
 func (s *regionSystem) startAgent(i int) {
 	s.t.Helper()
+	if err := s.launchAgent(i); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launchAgent is startAgent, returning its error: it may run on any
+// goroutine (while it runs, nothing else may touch agent i).
+func (s *regionSystem) launchAgent(i int) error {
 	a := s.agents[i]
-	a.p = start(s.t, "edge-agent-"+a.id, s.agentBin, "--config", s.cfg[a.region],
+	p, err := launch(s.t, "edge-agent-"+a.id, nil, s.agentBin, "--config", s.cfg[a.region],
 		"--http", a.addr, "--agent-id", a.id, "--data", a.data)
+	a.p = p
+	return err
 }
 
 // startRollup starts rollup i (a new group member each time).
 func (s *regionSystem) startRollup(i int) {
 	s.t.Helper()
-	s.rollups[i] = start(s.t, fmt.Sprintf("rollup-%d", i), s.rollupBin, "--config", s.cfg["rollup"], "--http", "127.0.0.1:0")
+	if err := s.launchRollup(i); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launchRollup is startRollup, returning its error: it may run on any
+// goroutine (while it runs, nothing else may touch rollup i).
+func (s *regionSystem) launchRollup(i int) error {
+	p, err := launch(s.t, fmt.Sprintf("rollup-%d", i), nil, s.rollupBin, "--config", s.cfg["rollup"], "--http", "127.0.0.1:0")
+	s.rollups[i] = p
+	return err
 }
 
 // urls returns every agent's base URL; regionURLs those of region r.
