@@ -23,8 +23,14 @@ type RunFunc func(ctx context.Context, args []string, getenv func(string) string
 // Main runs run with the process's arguments, environment and standard
 // streams under a context that SIGINT or SIGTERM cancels, and exits: 0 after
 // a clean stop, -help or --version, 1 with "<name>: <error>" on stderr
-// otherwise.
+// otherwise. SIGHUP is ignored but by what reloads on it (tokens, TLS,
+// gossip keys: each calls signal.Notify while it runs).
 func Main(name string, run RunFunc) {
+	// Go's default for SIGHUP is to die of it, and a process with nothing
+	// to reload (no token file, no TLS, no gossip) would: a reload
+	// (systemctl reload) would stop it for good, since systemd counts a
+	// death by SIGHUP as a clean exit and does not restart it.
+	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
