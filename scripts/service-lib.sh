@@ -1,6 +1,6 @@
 # Helpers shared by the service scripts (nats.sh, redis.sh, cassandra.sh,
-# cassandra-cluster.sh, chromium.sh) and deploy/regions/local.sh; sourced,
-# not run.
+# cassandra-cluster.sh, chromium.sh, systemd.sh) and deploy/regions/local.sh;
+# sourced, not run.
 #
 # A service script sets SERVICE (the prefix of its messages), defines
 # cmd_install, cmd_start, cmd_stop and cmd_status, and ends with

@@ -82,11 +82,13 @@ bring_up() {
 	"./scripts/$1.sh" start
 }
 
-# install_packages: Redis (started) and Chromium (the dashboard's browser
-# tests; nothing to start), one after the other: both take apt's lock.
+# install_packages: Redis (started), Chromium (the dashboard's browser
+# tests) and systemd's offline tools (e2e's checks of deploy/systemd;
+# nothing to start), one after the other: each takes apt's lock.
 install_packages() {
 	bring_up redis
 	./scripts/chromium.sh install
+	./scripts/systemd.sh install
 }
 
 # install_cassandra: fetch the Cassandra jars unless both the single node
