@@ -193,7 +193,7 @@ func (n *Node) openBus(ctx context.Context) error {
 		}
 		n.bus, err = n.broker.Client(name)
 	} else {
-		n.bus, err = natsjs.Dial(n.cfg.AgentConnConfig(name), n.logger)
+		n.bus, err = natsjs.DialContext(ctx, n.cfg.AgentConnConfig(name), n.logger)
 	}
 	if err != nil {
 		return err

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgecount/edgecount/backoff"
 )
 
 // Client is one connection with its JetStream context: what a process
@@ -73,6 +76,26 @@ func Dial(cfg ConnConfig, logger *slog.Logger) (*Client, error) {
 	}
 	c.log = logger
 	return c, nil
+}
+
+// DialWait bounds how long DialContext keeps trying a server that does not
+// answer (ctx may end it sooner).
+const DialWait = 30 * time.Second
+
+// DialContext is Dial, tried again with backoff for up to DialWait, or until
+// ctx ends, while no server of cfg.URL answers: a process started while its
+// broker restarts (a crash, an upgrade) waits for it instead of exiting, as
+// its supervisor would restart it into the same race. Other errors (a
+// refused login, a bad TLS file) are returned at once.
+func DialContext(ctx context.Context, cfg ConnConfig, logger *slog.Logger) (*Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, DialWait)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		c, err := Dial(cfg, logger)
+		if err == nil || !errors.Is(err, nats.ErrNoServers) || !backoff.Sleep(ctx, backoff.Delay(250*time.Millisecond, 4*time.Second, attempt)) {
+			return c, err
+		}
+	}
 }
 
 // Stats returns the connection's state and counters.

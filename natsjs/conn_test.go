@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strconv"
@@ -130,5 +131,44 @@ func TestWithDefaults(t *testing.T) {
 	c := ConsumerConfig{Durable: "x"}.withDefaults()
 	if c.Durable != "x" || c.Stream != DefaultStreamConfig() || c.AckWait != DefaultConsumerConfig().AckWait {
 		t.Errorf("ConsumerConfig.withDefaults() = %+v, want durable x and the default stream and ack wait", c)
+	}
+}
+
+// TestDialContextWaitsForTheServer: a process dialling while its broker
+// restarts gets its connection once the broker is back (a nemesis run saw
+// an agent restarted during a broker kill exit with "no servers
+// available"); with its context ended it gives up, with the broker's error.
+func TestDialContextWaitsForTheServer(t *testing.T) {
+	port := freePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	cfg := ConnConfig{URL: url, Name: "dial-wait-test", ConnectTimeout: time.Second}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := DialContext(ctx, cfg, nil); !errors.Is(err, nats.ErrNoServers) {
+		t.Fatalf("DialContext with its context ended, no server = %v; want nats.ErrNoServers", err)
+	}
+
+	scfg := DefaultServerConfig(t.TempDir())
+	scfg.Port = port
+	started := make(chan error, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		s, err := StartServer(scfg)
+		if err == nil {
+			t.Cleanup(s.Shutdown)
+		}
+		started <- err
+	}()
+	c, err := DialContext(t.Context(), cfg, nil)
+	if serr := <-started; serr != nil {
+		t.Fatalf("StartServer: %v", serr)
+	}
+	if err != nil {
+		t.Fatalf("DialContext while the server starts: %v", err)
+	}
+	defer c.Close()
+	if err := c.Ping(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

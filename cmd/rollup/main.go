@@ -112,7 +112,7 @@ func start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *proc
 	if p.st, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if p.bus, err = natsjs.Dial(cfg.ConnConfig("rollup"), logger); err != nil {
+	if p.bus, err = natsjs.DialContext(ctx, cfg.ConnConfig("rollup"), logger); err != nil {
 		return nil, err
 	}
 	// The stream it consumes: the hub stream sourcing every region's, or
