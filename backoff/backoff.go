@@ -34,3 +34,17 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Retry calls try until it reports that another call cannot help (again
+// false), ctx ends or wait has passed, sleeping Delay(min, max, attempt)
+// between calls, and returns try's last error.
+func Retry(ctx context.Context, wait, min, max time.Duration, try func() (again bool, err error)) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		again, err := try()
+		if !again || !Sleep(ctx, Delay(min, max, attempt)) {
+			return err
+		}
+	}
+}

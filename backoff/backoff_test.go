@@ -2,6 +2,7 @@ package backoff
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -49,5 +50,28 @@ func TestSleep(t *testing.T) {
 	}
 	if Sleep(cancelled, 0) {
 		t.Error("Sleep(cancelled ctx, 0) = true, want false")
+	}
+}
+
+func TestRetry(t *testing.T) {
+	errBusy := errors.New("busy")
+	calls := 0
+	err := Retry(context.Background(), time.Minute, time.Millisecond, 2*time.Millisecond, func() (bool, error) {
+		calls++
+		if calls < 3 {
+			return true, errBusy
+		}
+		return false, nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("Retry = %v after %d calls; want nil after 3", err, calls)
+	}
+	calls = 0
+	err = Retry(context.Background(), 20*time.Millisecond, time.Millisecond, 2*time.Millisecond, func() (bool, error) {
+		calls++
+		return true, errBusy
+	})
+	if !errors.Is(err, errBusy) || calls < 2 {
+		t.Fatalf("Retry past its wait = %v after %d calls; want busy after several", err, calls)
 	}
 }

@@ -87,15 +87,13 @@ const DialWait = 30 * time.Second
 // broker restarts (a crash, an upgrade) waits for it instead of exiting, as
 // its supervisor would restart it into the same race. Other errors (a
 // refused login, a bad TLS file) are returned at once.
-func DialContext(ctx context.Context, cfg ConnConfig, logger *slog.Logger) (*Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, DialWait)
-	defer cancel()
-	for attempt := 1; ; attempt++ {
-		c, err := Dial(cfg, logger)
-		if err == nil || !errors.Is(err, nats.ErrNoServers) || !backoff.Sleep(ctx, backoff.Delay(250*time.Millisecond, 4*time.Second, attempt)) {
-			return c, err
-		}
-	}
+func DialContext(ctx context.Context, cfg ConnConfig, logger *slog.Logger) (c *Client, err error) {
+	err = backoff.Retry(ctx, DialWait, 250*time.Millisecond, 4*time.Second, func() (bool, error) {
+		var err error
+		c, err = Dial(cfg, logger)
+		return errors.Is(err, nats.ErrNoServers), err
+	})
+	return c, err
 }
 
 // Stats returns the connection's state and counters.

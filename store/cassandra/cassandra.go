@@ -401,20 +401,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // Requests go to a replica of their partition first, then round robin over
 // the nodes (of localDC first, when it is set). The driver binds a policy to
 // one session, so each try gets its own.
-func createSession(ctx context.Context, cluster *gocql.ClusterConfig, localDC string) (*gocql.Session, error) {
-	ctx, cancel := context.WithTimeout(ctx, OpenWait)
-	defer cancel()
-	for attempt := 1; ; attempt++ {
+func createSession(ctx context.Context, cluster *gocql.ClusterConfig, localDC string) (session *gocql.Session, err error) {
+	err = backoff.Retry(ctx, OpenWait, 250*time.Millisecond, 4*time.Second, func() (bool, error) {
 		fallback := gocql.RoundRobinHostPolicy()
 		if localDC != "" {
 			fallback = gocql.DCAwareRoundRobinPolicy(localDC)
 		}
 		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
-		session, err := cluster.CreateSession()
-		if err == nil || loginRefused(err) || !backoff.Sleep(ctx, backoff.Delay(250*time.Millisecond, 4*time.Second, attempt)) {
-			return session, err
-		}
-	}
+		var err error
+		session, err = cluster.CreateSession()
+		return err != nil && !loginRefused(err), err
+	})
+	return session, err
 }
 
 // loginRefused reports whether err says the credentials were refused
